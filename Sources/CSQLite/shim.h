@@ -1,0 +1,21 @@
+// The only header through which logsync reaches libsqlite3.
+//
+// Debian's libsqlite3 is built with the session extension and the pre-update hook, but <sqlite3.h>
+// declares those APIs only when these macros are defined before it is included.
+#ifndef LOGSYNC_CSQLITE_SHIM_H
+#define LOGSYNC_CSQLITE_SHIM_H
+
+#define SQLITE_ENABLE_SESSION 1
+#define SQLITE_ENABLE_PREUPDATE_HOOK 1
+#include <sqlite3.h>
+
+// SQLITE_TRANSIENT is a cast macro that Swift cannot import: bind through typed wrappers instead.
+static inline int csqlite_bind_text(sqlite3_stmt *stmt, int index, const char *text, int length) {
+    return sqlite3_bind_text(stmt, index, text, length, SQLITE_TRANSIENT);
+}
+
+static inline int csqlite_bind_blob(sqlite3_stmt *stmt, int index, const void *bytes, int length) {
+    return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
+}
+
+#endif

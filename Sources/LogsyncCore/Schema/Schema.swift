@@ -1,0 +1,172 @@
+/// The declared shape of the synced part of a store: versioned entities (tables) with their attributes,
+/// relationships and unique keys.
+///
+/// A schema is declared in code (or loaded from JSON with ``Schema/init(json:)``) and registered with a
+/// store, which creates or additively migrates the tables and installs history capture on each.
+///
+/// ```swift
+/// let schema = Schema(version: 1, entities: [
+///     Entity("Folder", attributes: [Attribute("name", .text, optional: false, default: "")]),
+///     Entity("Note",
+///            attributes: [Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text)],
+///            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+/// ])
+/// ```
+public struct Schema: Sendable, Hashable, Codable {
+    /// Increases whenever the declaration changes; registration migrates additively from older versions.
+    public var version: Int
+    public var entities: [Entity]
+
+    public init(version: Int, entities: [Entity]) {
+        self.version = version
+        self.entities = entities
+    }
+
+    public func entity(named name: String) -> Entity? {
+        entities.first { $0.name == name }
+    }
+}
+
+/// A synced table.
+public struct Entity: Sendable, Hashable, Codable {
+    public var name: String
+    /// The globally unique key. Only ``AttributeType/uuid`` and ``AttributeType/uuidBlob`` are accepted:
+    /// integer row ids collide across devices.
+    public var primaryKey: PrimaryKey?
+    public var attributes: [Attribute]
+    public var relationships: [Relationship]
+    /// Each unique key is a list of attribute or relationship names whose combined values are unique.
+    public var uniqueKeys: [[String]]
+
+    public init(
+        _ name: String,
+        primaryKey: PrimaryKey? = PrimaryKey("id", .uuid),
+        attributes: [Attribute] = [],
+        relationships: [Relationship] = [],
+        uniqueKeys: [[String]] = []
+    ) {
+        self.name = name
+        self.primaryKey = primaryKey
+        self.attributes = attributes
+        self.relationships = relationships
+        self.uniqueKeys = uniqueKeys
+    }
+
+    /// The names of the non-key columns in declaration order: attributes first, then relationships.
+    /// A column's position in this list is its bit in a change's changed-columns mask.
+    public var columnNames: [String] {
+        attributes.map(\.name) + relationships.map(\.name)
+    }
+}
+
+public struct PrimaryKey: Sendable, Hashable, Codable {
+    public var name: String
+    public var type: AttributeType
+
+    public init(_ name: String, _ type: AttributeType) {
+        self.name = name
+        self.type = type
+    }
+}
+
+public struct Attribute: Sendable, Hashable, Codable {
+    public var name: String
+    public var type: AttributeType
+    public var optional: Bool
+    /// Used for rows that predate the attribute and for inserts that omit it. Required for a
+    /// non-optional attribute added by a migration.
+    public var defaultValue: DefaultValue?
+    /// Deleting a row keeps this attribute's last value in the delete's tombstone.
+    public var preservedOnDelete: Bool
+
+    public init(
+        _ name: String,
+        _ type: AttributeType,
+        optional: Bool = true,
+        default defaultValue: DefaultValue? = nil,
+        preservedOnDelete: Bool = false
+    ) {
+        self.name = name
+        self.type = type
+        self.optional = optional
+        self.defaultValue = defaultValue
+        self.preservedOnDelete = preservedOnDelete
+    }
+}
+
+/// A literal default for an attribute, as it appears in the table definition.
+public enum DefaultValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral
+{
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(integerLiteral value: Int64) { self = .integer(value) }
+    public init(floatLiteral value: Double) { self = .real(value) }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .real(value)
+        } else {
+            self = .text(try container.decode(String.self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .integer(let value): try container.encode(value)
+        case .real(let value): try container.encode(value)
+        case .text(let value): try container.encode(value)
+        }
+    }
+}
+
+/// The storage type of an attribute.
+public enum AttributeType: String, Sendable, Hashable, Codable, CaseIterable {
+    case text
+    case integer
+    case real
+    case blob
+    /// Stored as INTEGER 0 or 1.
+    case bool
+    /// Stored as REAL seconds since 1970-01-01 UTC.
+    case date
+    /// A UUID as 36-character lowercase text.
+    case uuid
+    /// A UUID as a 16-byte blob.
+    case uuidBlob
+
+    /// Whether this type can serve as a globally unique primary key.
+    public var isGlobalKey: Bool { self == .uuid || self == .uuidBlob }
+}
+
+/// A reference column from one entity to another, with what happens when the referenced row is deleted.
+public struct Relationship: Sendable, Hashable, Codable {
+    /// The column name in the source entity; it holds the destination's primary key or NULL.
+    public var name: String
+    public var destination: String
+    public var deleteRule: DeleteRule
+
+    public init(_ name: String, to destination: String, deleteRule: DeleteRule = .nullify) {
+        self.name = name
+        self.destination = destination
+        self.deleteRule = deleteRule
+    }
+}
+
+/// What deleting a referenced row does to the rows that reference it. The store enforces the rule with
+/// triggers, so it holds for every writer, including processes that do not use logsync.
+public enum DeleteRule: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Set the referencing column to NULL.
+    case nullify
+    /// Delete the referencing rows too.
+    case cascade
+    /// Refuse the delete while references exist.
+    case deny
+}

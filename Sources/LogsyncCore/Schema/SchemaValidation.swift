@@ -1,0 +1,104 @@
+extension Schema {
+    /// Columns per entity are limited so that a change's changed-columns set fits one 64-bit mask.
+    public static let maximumColumnsPerEntity = 63
+
+    /// Checks the whole declaration before anything touches a file, so a bad schema creates nothing.
+    public func validate() throws(SchemaError) {
+        guard version >= 1 else {
+            throw SchemaError(.invalidVersion, at: "version", "schema version must be 1 or more, got \(version)")
+        }
+        var entityNames = Set<String>()
+        for entity in entities {
+            try Self.checkIdentifier(entity.name, at: entity.name, what: "entity name")
+            guard entityNames.insert(entity.name.lowercased()).inserted else {
+                throw SchemaError(.duplicateName, at: entity.name, "entity '\(entity.name)' is declared twice")
+            }
+        }
+        for entity in entities {
+            try validate(entity)
+        }
+    }
+
+    private func validate(_ entity: Entity) throws(SchemaError) {
+        guard let key = entity.primaryKey else {
+            throw SchemaError(
+                .missingPrimaryKey, at: entity.name,
+                "entity '\(entity.name)' has no primary key; declare one of type uuid or uuidBlob")
+        }
+        try Self.checkIdentifier(key.name, at: "\(entity.name).\(key.name)", what: "primary key name")
+        guard key.type.isGlobalKey else {
+            throw SchemaError(
+                .unusablePrimaryKey, at: "\(entity.name).\(key.name)",
+                "primary key '\(key.name)' of '\(entity.name)' has type \(key.type.rawValue); keys must be "
+                    + "globally unique across devices (integer row ids collide): use uuid (text) or uuidBlob (16 bytes)")
+        }
+        var columns: Set<String> = [key.name.lowercased()]
+        for attribute in entity.attributes {
+            let location = "\(entity.name).\(attribute.name)"
+            try Self.checkIdentifier(attribute.name, at: location, what: "attribute name")
+            guard columns.insert(attribute.name.lowercased()).inserted else {
+                throw SchemaError(.duplicateName, at: location, "column '\(attribute.name)' is declared twice in '\(entity.name)'")
+            }
+            if let value = attribute.defaultValue {
+                try Self.checkDefault(value, for: attribute.type, at: location)
+            }
+        }
+        for relationship in entity.relationships {
+            let location = "\(entity.name).\(relationship.name)"
+            try Self.checkIdentifier(relationship.name, at: location, what: "relationship name")
+            guard columns.insert(relationship.name.lowercased()).inserted else {
+                throw SchemaError(.duplicateName, at: location, "column '\(relationship.name)' is declared twice in '\(entity.name)'")
+            }
+            guard self.entity(named: relationship.destination) != nil else {
+                throw SchemaError(
+                    .unknownDestination, at: location,
+                    "relationship '\(relationship.name)' points to '\(relationship.destination)', which is not an entity of this schema")
+            }
+        }
+        guard entity.columnNames.count <= Self.maximumColumnsPerEntity else {
+            throw SchemaError(
+                .tooManyColumns, at: entity.name,
+                "'\(entity.name)' declares \(entity.columnNames.count) columns; at most \(Self.maximumColumnsPerEntity) are supported")
+        }
+        for (index, uniqueKey) in entity.uniqueKeys.enumerated() {
+            let location = "\(entity.name).uniqueKeys[\(index)]"
+            guard !uniqueKey.isEmpty else {
+                throw SchemaError(.unknownColumn, at: location, "a unique key needs at least one column")
+            }
+            for column in uniqueKey where !columns.contains(column.lowercased()) {
+                throw SchemaError(.unknownColumn, at: location, "unique key names '\(column)', which is not a column of '\(entity.name)'")
+            }
+        }
+    }
+
+    private static func checkDefault(_ value: DefaultValue, for type: AttributeType, at location: String) throws(SchemaError) {
+        let fits: Bool
+        switch (value, type) {
+        case (.integer, .integer), (.integer, .bool), (.integer, .real), (.integer, .date): fits = true
+        case (.real, .real), (.real, .date): fits = true
+        case (.text, .text), (.text, .uuid): fits = true
+        default: fits = false
+        }
+        guard fits else {
+            throw SchemaError(.invalidDefault, at: location, "default value \(value) does not fit type \(type.rawValue)")
+        }
+    }
+
+    /// Names become SQL identifiers: plain ASCII, not reserved for logsync's or SQLite's own tables.
+    static func checkIdentifier(_ name: String, at location: String, what: String) throws(SchemaError) {
+        let scalars = Array(name.unicodeScalars)
+        let valid =
+            !scalars.isEmpty && scalars.count <= 64
+            && scalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }
+            && !("0"..."9").contains(scalars[0])
+        guard valid else {
+            throw SchemaError(
+                .invalidName, at: location,
+                "\(what) '\(name)' is not a plain identifier (ASCII letters, digits and '_', not starting with a digit, at most 64)")
+        }
+        let lower = name.lowercased()
+        guard !lower.hasPrefix("_ls_"), !lower.hasPrefix("sqlite_") else {
+            throw SchemaError(.invalidName, at: location, "\(what) '\(name)' uses a reserved prefix (_ls_ or sqlite_)")
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import LogsyncCore
+
+/// Reads sealed history transactions from the log, one streaming pass over `_ls_log`.
+struct HistoryReader {
+    let connection: Connection
+    let catalog: Catalog
+
+    func transactions(after token: HistoryToken, filter: HistoryFilter, limit: Int) throws -> [HistoryTransaction] {
+        // Start after the marker at or before `token`, so a token that is not a marker never yields half a
+        // transaction.
+        let start =
+            try connection.int64(
+                "SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0 AND seq <= ?", [.integer(token.rawValue)]) ?? 0
+        let statement = try connection.cached(
+            "SELECT seq, kind, entity, pk, cols, tomb, hlc, author, context, origin FROM _ls_log WHERE seq > ? ORDER BY seq")
+        defer { statement.reset() }
+        try statement.bind([.integer(start)])
+        var result: [HistoryTransaction] = []
+        var changes: [HistoryChange] = []
+        while result.count < limit, try statement.step() {
+            let kind = statement.int64(at: 1)
+            if kind != 0 {
+                if let change = change(from: statement, kind: kind) { changes.append(change) }
+                continue
+            }
+            var transaction = HistoryTransaction(
+                token: HistoryToken(statement.int64(at: 0)),
+                timestamp: HLCTimestamp(storageValue: statement.int64(at: 6)),
+                author: statement.text(at: 7), contextName: statement.text(at: 8),
+                origin: statement.text(at: 9).map(Origin.remote) ?? .local,
+                changes: changes)
+            changes = []
+            if filter.admits(&transaction) { result.append(transaction) }
+        }
+        return result
+    }
+
+    private func change(from statement: Statement, kind: Int64) -> HistoryChange? {
+        guard let changeKind = ChangeKind(rawValue: Int(kind)), let info = catalog.byID[statement.int64(at: 2)] else {
+            return nil
+        }
+        let mask = statement.int64(at: 4)
+        var tombstone: [String: DatabaseValue]?
+        if changeKind == .delete {
+            tombstone = statement.text(at: 5).map { decodeTombstone($0, info: info) } ?? [:]
+        }
+        return HistoryChange(
+            entity: info.entity.name, primaryKey: statement.value(at: 3), kind: changeKind,
+            changedColumns: changeKind == .delete ? [] : info.columnNames(inMask: mask), tombstone: tombstone)
+    }
+
+    /// Tombstones are JSON objects written by the delete trigger; blobs travel as hex.
+    private func decodeTombstone(_ json: String, info: Catalog.EntityInfo) -> [String: DatabaseValue] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        var values: [String: DatabaseValue] = [:]
+        for (name, raw) in object {
+            let type = info.columnTypes[name] ?? .text
+            switch (raw, type) {
+            case (is NSNull, _): values[name] = .null
+            case (let text as String, .blob), (let text as String, .uuidBlob): values[name] = .blob(Self.bytes(hex: text))
+            case (let text as String, _): values[name] = .text(text)
+            case (let number as NSNumber, .real), (let number as NSNumber, .date): values[name] = .real(number.doubleValue)
+            case (let number as NSNumber, _): values[name] = .integer(number.int64Value)
+            default: values[name] = .text(String(describing: raw))
+            }
+        }
+        return values
+    }
+
+    static func bytes(hex: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(hex.utf8.count / 2)
+        var high: UInt8?
+        for character in hex.utf8 {
+            let nibble: UInt8
+            switch character {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character - UInt8(ascii: "0")
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = character - UInt8(ascii: "A") + 10
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = character - UInt8(ascii: "a") + 10
+            default: continue
+            }
+            if let h = high {
+                bytes.append(h << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import LogsyncCore
+
+extension Store {
+    /// Notifies of commits by any connection or process, as the new history token — the analogue of Core
+    /// Data's remote change notification.
+    ///
+    /// Inotify on the store's directory wakes the monitor when the database or its WAL is written, and
+    /// `PRAGMA data_version` confirms that a commit happened (reads and checkpoints also touch the files).
+    /// Changes left by foreign writers are sealed into history before their token is reported. Where
+    /// inotify is unavailable the monitor polls `data_version` every `pollInterval`. Nothing spins: the
+    /// monitor thread sleeps in poll(2) between events.
+    ///
+    /// The stream ends when the task iterating it is cancelled or the stream is dropped.
+    public func commits(pollInterval: Duration = .milliseconds(20)) -> AsyncStream<HistoryToken> {
+        let (stream, continuation) = AsyncStream<HistoryToken>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        let watch = DirectoryWatch(directory: directory)
+        let stopped = Locked(false)
+        let pollMilliseconds = Int32(clamping: pollInterval.components.seconds * 1000 + pollInterval.components.attoseconds / 1_000_000_000_000_000)
+        continuation.onTermination = { _ in
+            stopped.withLock { $0 = true }
+            watch?.stop()
+        }
+        let thread = Thread { [self] in
+            var lastVersion = (try? dataVersion()) ?? 0
+            var lastToken = (try? sealPendingChanges()) ?? .zero
+            while !stopped.withLock({ $0 }) {
+                if let watch {
+                    // Inotify delivers local commits at once; the slow timeout covers file systems that do not
+                    // report changes made by other hosts.
+                    if watch.wait(timeoutMilliseconds: 1_000) == .stopped { break }
+                } else {
+                    Thread.sleep(forTimeInterval: Double(pollMilliseconds) / 1000)
+                }
+                guard let version = try? dataVersion(), version != lastVersion else { continue }
+                lastVersion = version
+                guard let token = try? sealPendingChanges(), token > lastToken else { continue }
+                lastToken = token
+                continuation.yield(token)
+            }
+            continuation.finish()
+        }
+        thread.name = "logsync.commit-monitor"
+        thread.start()
+        return stream
+    }
+}

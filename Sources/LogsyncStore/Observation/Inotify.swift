@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An inotify watch on one directory, with a pipe to wake the waiting thread on shutdown. The only
+/// place the store calls inotify and poll(2).
+final class DirectoryWatch: @unchecked Sendable {
+    private let inotifyFD: Int32
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    /// Returns nil when inotify is not available (some containers, exhausted watch limits); the caller
+    /// then polls.
+    init?(directory: String) {
+        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
+        guard fd >= 0 else { return nil }
+        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
+        guard inotify_add_watch(fd, directory, mask) >= 0 else {
+            close(fd)
+            return nil
+        }
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else {
+            close(fd)
+            return nil
+        }
+        for end in fds {
+            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
+            _ = fcntl(end, F_SETFL, O_NONBLOCK)
+        }
+        inotifyFD = fd
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    deinit {
+        close(inotifyFD)
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    enum Wake { case event, timeout, stopped }
+
+    /// Blocks until a file in the directory changes, `timeoutMilliseconds` pass, or ``stop()`` is called.
+    func wait(timeoutMilliseconds: Int32) -> Wake {
+        var fds = [pollfd(fd: inotifyFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        let ready = poll(&fds, 2, timeoutMilliseconds)
+        if ready <= 0 { return .timeout }
+        if fds[1].revents != 0 { return .stopped }
+        drain()
+        return .event
+    }
+
+    private func drain() {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while buffer.withUnsafeMutableBytes({ read(inotifyFD, $0.baseAddress, $0.count) }) > 0 {}
+    }
+
+    func stop() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+}

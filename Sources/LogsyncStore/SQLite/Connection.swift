@@ -1,0 +1,119 @@
+import CSQLite
+import LogsyncCore
+
+/// One libsqlite3 connection: the only type that owns an `sqlite3*`.
+///
+/// Not thread-safe by itself; every connection lives behind a lock owned by the store.
+final class Connection {
+    struct OpenOptions: OptionSet {
+        let rawValue: Int32
+        static let readWrite = OpenOptions(rawValue: SQLITE_OPEN_READWRITE)
+        static let create = OpenOptions(rawValue: SQLITE_OPEN_CREATE)
+        static let readOnly = OpenOptions(rawValue: SQLITE_OPEN_READONLY)
+    }
+
+    let path: String
+    private let handle: OpaquePointer
+    private var statementCache: [String: Statement] = [:]
+
+    init(path: String, options: OpenOptions = [.readWrite, .create]) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = options.rawValue | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc & 0xff, extendedCode: rc, message: message, sql: nil)
+        }
+        self.path = path
+        self.handle = db
+    }
+
+    deinit {
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that return no rows.
+    func execute(_ sql: String) throws(SQLiteError) {
+        let rc = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql: sql) }
+    }
+
+    /// Runs one statement with arguments, discarding any rows.
+    func execute(_ sql: String, _ arguments: [DatabaseValue]) throws(SQLiteError) {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        while try statement.step() {}
+    }
+
+    /// A prepared statement, reused across calls with the same SQL.
+    func cached(_ sql: String) throws(SQLiteError) -> Statement {
+        if let statement = statementCache[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try prepare(sql)
+        statementCache[sql] = statement
+        return statement
+    }
+
+    func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        var raw: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard rc == SQLITE_OK, let raw else { throw error(rc, sql: sql) }
+        return Statement(raw, connection: self, sql: sql)
+    }
+
+    /// Rows of a query as arrays of values.
+    func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> [[DatabaseValue]] {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        var result: [[DatabaseValue]] = []
+        while try statement.step() {
+            result.append((0..<statement.columnCount).map { statement.value(at: $0) })
+        }
+        return result
+    }
+
+    /// The first column of the first row, or nil when there is no row.
+    func scalar(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> DatabaseValue? {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        guard try statement.step() else { return nil }
+        let value = statement.value(at: 0)
+        statement.reset()
+        return value
+    }
+
+    func int64(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> Int64? {
+        if case .integer(let value)? = try scalar(sql, arguments) { return value }
+        return nil
+    }
+
+    /// Clears prepared statements; required before DDL changes that would invalidate them wholesale.
+    func clearStatementCache() {
+        statementCache.removeAll()
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE (not counting triggers).
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    func setBusyTimeout(milliseconds: Int32) throws(SQLiteError) {
+        let rc = sqlite3_busy_timeout(handle, milliseconds)
+        guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
+    }
+
+    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    func error(_ rc: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(
+            code: rc & 0xff, extendedCode: sqlite3_extended_errcode(handle),
+            message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+
+    /// The raw handle, for the few places (benchmarks, the session extension) that need the C API.
+    var sqliteConnection: OpaquePointer { handle }
+}

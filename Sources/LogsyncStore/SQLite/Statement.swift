@@ -1,0 +1,86 @@
+import CSQLite
+import LogsyncCore
+
+/// A prepared statement. Owned by its connection's cache; never shared across threads.
+final class Statement {
+    private let handle: OpaquePointer
+    private unowned let connection: Connection
+    let sql: String
+
+    init(_ handle: OpaquePointer, connection: Connection, sql: String) {
+        self.handle = handle
+        self.connection = connection
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    func bind(_ arguments: [DatabaseValue]) throws(SQLiteError) {
+        for (offset, value) in arguments.enumerated() {
+            try bind(value, at: Int32(offset + 1))
+        }
+    }
+
+    func bind(_ value: DatabaseValue, at index: Int32) throws(SQLiteError) {
+        let rc: Int32
+        switch value {
+        case .null: rc = sqlite3_bind_null(handle, index)
+        case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
+        case .real(let v): rc = sqlite3_bind_double(handle, index, v)
+        case .text(var v):
+            rc = v.withUTF8 { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { chars in
+                    let empty: StaticString = ""
+                    let base = chars.baseAddress ?? UnsafeRawPointer(empty.utf8Start).assumingMemoryBound(to: CChar.self)
+                    return csqlite_bind_text(handle, index, base, Int32(chars.count))
+                }
+            }
+        case .blob(let bytes):
+            rc = bytes.withUnsafeBytes { csqlite_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, Int32($0.count)) }
+        }
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
+    /// Advances to the next row; false when done. Resets the statement after the last row or an error.
+    func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            sqlite3_reset(handle)
+            return false
+        default:
+            let error = connection.error(rc, sql: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    func value(at column: Int) -> DatabaseValue {
+        let index = Int32(column)
+        switch sqlite3_column_type(handle, index) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, index))
+        case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, index))
+        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(handle, index)))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(handle, index))
+            guard count > 0, let base = sqlite3_column_blob(handle, index) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: base, count: count)))
+        default: return .null
+        }
+    }
+
+    func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
+    func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
+    func text(at column: Int) -> String? {
+        guard let text = sqlite3_column_text(handle, Int32(column)) else { return nil }
+        return String(cString: text)
+    }
+}

@@ -1,0 +1,46 @@
+import LogsyncCore
+
+/// What the store knows about each registered entity: its stable numeric id in the history log and the
+/// bit of each column in a change's mask. Built from `_ls_entity` once the schema is registered.
+struct Catalog: Sendable {
+    struct EntityInfo: Sendable {
+        let id: Int64
+        let entity: Entity
+        /// Columns in bit order: bit `i` of a change mask is `columns[i]`. Only ever appended to.
+        let columns: [String]
+        let columnTypes: [String: AttributeType]
+
+        func columnNames(inMask mask: Int64) -> [String] {
+            var names: [String] = []
+            for (bit, name) in columns.enumerated() where mask & (1 << Int64(bit)) != 0 {
+                names.append(name)
+            }
+            return names
+        }
+
+        var primaryKey: PrimaryKey { entity.primaryKey! }
+    }
+
+    let schema: Schema
+    let byName: [String: EntityInfo]
+    let byID: [Int64: EntityInfo]
+
+    init(schema: Schema, registered: [(id: Int64, name: String, columns: [String])]) {
+        self.schema = schema
+        var byName: [String: EntityInfo] = [:]
+        var byID: [Int64: EntityInfo] = [:]
+        for row in registered {
+            guard let entity = schema.entity(named: row.name) else { continue }
+            var types: [String: AttributeType] = [:]
+            for attribute in entity.attributes { types[attribute.name] = attribute.type }
+            for relationship in entity.relationships {
+                types[relationship.name] = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
+            }
+            let info = EntityInfo(id: row.id, entity: entity, columns: row.columns, columnTypes: types)
+            byName[row.name] = info
+            byID[row.id] = info
+        }
+        self.byName = byName
+        self.byID = byID
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import LogsyncCore
+
+/// Creates or additively migrates the synced tables for a schema, inside one transaction: either every
+/// table, column, trigger and index is in place and the schema version recorded, or nothing changed.
+struct SchemaRegistration {
+    let connection: Connection
+    let schema: Schema
+
+    /// Runs inside the caller's write transaction.
+    func run() throws -> Catalog {
+        try connection.execute(SchemaSQL.bookkeeping)
+        if let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'"),
+            format > SchemaSQL.formatVersion
+        {
+            throw StoreError(
+                .incompatibleFormat,
+                "this store was written by a newer logsync (store format \(format), this build reads up to \(SchemaSQL.formatVersion)); upgrade logsync",
+                path: connection.path)
+        }
+        try connection.execute(
+            "INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('format', ?), ('node', ?)",
+            [.integer(SchemaSQL.formatVersion), .text(UUID().uuidString.lowercased())])
+
+        let encoded = try Self.encode(schema)
+        let stored = try storedSchema()
+        if let stored, stored.version > schema.version {
+            throw StoreError(
+                .schema,
+                "the store has schema version \(stored.version), newer than the declared version \(schema.version); "
+                    + "open it with the newer app or declare version \(stored.version) or later",
+                path: connection.path,
+                cause: SchemaError(.versionConflict, at: "version", "declared \(schema.version) < stored \(stored.version)"))
+        }
+        if let stored, stored.version == schema.version {
+            guard try Self.encode(stored) == encoded else {
+                throw StoreError(
+                    .schema,
+                    "schema version \(schema.version) is already registered with a different definition; "
+                        + "bump the version to migrate",
+                    path: connection.path,
+                    cause: SchemaError(.versionConflict, at: "version", "same version, different definition"))
+            }
+            return try catalog()
+        }
+        try migrate(from: stored)
+        try connection.execute(
+            "INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('schema_version', ?), ('schema', ?)",
+            [.integer(Int64(schema.version)), .text(encoded)])
+        let catalog = try catalog()
+        try installTriggers(catalog)
+        return catalog
+    }
+
+    private func storedSchema() throws -> Schema? {
+        guard case .text(let json)? = try connection.scalar("SELECT value FROM _ls_meta WHERE key = 'schema'") else {
+            return nil
+        }
+        return try JSONDecoder().decode(Schema.self, from: Data(json.utf8))
+    }
+
+    static func encode(_ schema: Schema) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return String(decoding: try encoder.encode(schema), as: UTF8.self)
+    }
+
+    private func catalog() throws -> Catalog {
+        let rows = try connection.rows("SELECT id, name, columns FROM _ls_entity ORDER BY id")
+        var registered: [(id: Int64, name: String, columns: [String])] = []
+        for row in rows {
+            guard case .integer(let id) = row[0], case .text(let name) = row[1], case .text(let columns) = row[2] else {
+                continue
+            }
+            let names = try JSONDecoder().decode([String].self, from: Data(columns.utf8))
+            registered.append((id, name, names))
+        }
+        return Catalog(schema: schema, registered: registered)
+    }
+
+    private func migrate(from stored: Schema?) throws {
+        for old in stored?.entities ?? [] where schema.entity(named: old.name) == nil {
+            throw notAdditive(old.name, "entity '\(old.name)' was removed; removing an entity is not an additive migration")
+        }
+        for entity in schema.entities {
+            if let old = stored?.entity(named: entity.name) {
+                try extend(entity, from: old)
+            } else {
+                try create(entity)
+            }
+        }
+    }
+
+    private func create(_ entity: Entity) throws {
+        let exists = try connection.scalar(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE", [.text(entity.name)])
+        guard exists == nil else {
+            throw StoreError(
+                .schema,
+                "a table named '\(entity.name)' already exists in the store but is not managed by logsync; "
+                    + "rename the entity or move the table's data into a logsync store",
+                path: connection.path)
+        }
+        try connection.execute(SchemaSQL.createTable(entity, in: schema))
+        try connection.execute(
+            "INSERT INTO _ls_entity(name, columns) VALUES (?, ?)",
+            [.text(entity.name), .text(try Self.encodeColumns(entity.columnNames))])
+    }
+
+    /// Adds new columns to an existing entity; anything else that changed is refused.
+    private func extend(_ entity: Entity, from old: Entity) throws {
+        guard entity.primaryKey == old.primaryKey else {
+            throw notAdditive(entity.name, "the primary key of '\(entity.name)' changed; keys cannot change once data exists")
+        }
+        for attribute in old.attributes {
+            guard var current = entity.attributes.first(where: { $0.name == attribute.name }) else {
+                throw notAdditive(
+                    "\(entity.name).\(attribute.name)",
+                    "attribute '\(attribute.name)' of '\(entity.name)' was removed; removing columns is not an additive migration")
+            }
+            current.preservedOnDelete = attribute.preservedOnDelete
+            guard current == attribute else {
+                throw notAdditive(
+                    "\(entity.name).\(attribute.name)",
+                    "attribute '\(attribute.name)' of '\(entity.name)' changed its type, optionality or default; only new attributes can be added")
+            }
+        }
+        for relationship in old.relationships
+        where !entity.relationships.contains(where: { $0.name == relationship.name && $0.destination == relationship.destination }) {
+            throw notAdditive(
+                "\(entity.name).\(relationship.name)",
+                "relationship '\(relationship.name)' of '\(entity.name)' was removed or retargeted; only new relationships can be added")
+        }
+        let oldColumns = Set(old.columnNames)
+        var added: [String] = []
+        for attribute in entity.attributes where !oldColumns.contains(attribute.name) {
+            if !attribute.optional && attribute.defaultValue == nil {
+                throw notAdditive(
+                    "\(entity.name).\(attribute.name)",
+                    "new required attribute '\(attribute.name)' of '\(entity.name)' needs a default value for existing rows")
+            }
+            try connection.execute("ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.columnDefinition(attribute))")
+            added.append(attribute.name)
+        }
+        for relationship in entity.relationships where !oldColumns.contains(relationship.name) {
+            try connection.execute(
+                "ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.relationshipDefinition(relationship, in: schema))")
+            added.append(relationship.name)
+        }
+        guard !added.isEmpty else { return }
+        guard case .text(let json)? = try connection.scalar("SELECT columns FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
+            throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
+        }
+        let columns = try JSONDecoder().decode([String].self, from: Data(json.utf8)) + added
+        guard columns.count <= Schema.maximumColumnsPerEntity else {
+            throw notAdditive(entity.name, "'\(entity.name)' would have \(columns.count) columns; at most \(Schema.maximumColumnsPerEntity)")
+        }
+        try connection.execute(
+            "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(columns)), .text(entity.name)])
+    }
+
+    /// Replaces every generated trigger and unique index with the ones the catalog calls for.
+    private func installTriggers(_ catalog: Catalog) throws {
+        let generated = try connection.rows(
+            "SELECT type, name FROM sqlite_master WHERE (type = 'trigger' AND name LIKE '\\_ls\\_t%' ESCAPE '\\') "
+                + "OR (type = 'index' AND name LIKE '\\_ls\\_uq%' ESCAPE '\\')")
+        var wantedIndexes: [String: String] = [:]
+        for info in catalog.byID.values {
+            for columns in info.entity.uniqueKeys {
+                let name = SchemaSQL.uniqueIndexName(entityID: info.id, columns: columns)
+                wantedIndexes[name] = SchemaSQL.createUniqueIndex(info.entity, entityID: info.id, columns: columns)
+            }
+        }
+        for row in generated {
+            guard case .text(let type) = row[0], case .text(let name) = row[1] else { continue }
+            if type == "trigger" {
+                try connection.execute("DROP TRIGGER \(SchemaSQL.quote(name))")
+            } else if wantedIndexes[name] == nil {
+                try connection.execute("DROP INDEX \(SchemaSQL.quote(name))")
+            }
+        }
+        for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
+            for statement in SchemaSQL.captureTriggers(for: info) + SchemaSQL.deleteRuleTriggers(for: info, catalog: catalog) {
+                try connection.execute(statement)
+            }
+        }
+        for statement in wantedIndexes.values.sorted() {
+            try connection.execute(statement)
+        }
+    }
+
+    private func notAdditive(_ location: String, _ message: String) -> StoreError {
+        StoreError(.schema, message, path: connection.path, cause: SchemaError(.notAdditive, at: location, message))
+    }
+
+    static func encodeColumns(_ columns: [String]) throws -> String {
+        String(decoding: try JSONEncoder().encode(columns), as: UTF8.self)
+    }
+}

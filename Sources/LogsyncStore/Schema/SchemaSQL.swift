@@ -1,0 +1,196 @@
+import LogsyncCore
+
+/// The SQL that logsync installs in a store: its own bookkeeping tables, the synced tables, and the
+/// triggers that capture history and enforce delete rules.
+///
+/// Capture uses triggers, not SQLite's pre-update hook or session extension, because only triggers see
+/// writes from processes that do not load logsync (the `sqlite3` shell, a Python script). See
+/// `docs/history.md`.
+enum SchemaSQL {
+    /// Bumped when logsync's own tables change shape.
+    static let formatVersion: Int64 = 1
+
+    /// The history log: change rows (kind 1–3) appended by triggers, closed by a commit marker (kind 0)
+    /// that carries the transaction's clock, author, context and origin. A marker's `seq` is the token.
+    static let bookkeeping = """
+        CREATE TABLE IF NOT EXISTS _ls_meta(key TEXT PRIMARY KEY NOT NULL, value);
+        CREATE TABLE IF NOT EXISTS _ls_entity(
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            columns TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS _ls_log(
+            seq INTEGER PRIMARY KEY,
+            kind INTEGER NOT NULL,
+            entity INTEGER,
+            pk,
+            cols INTEGER,
+            tomb TEXT,
+            hlc INTEGER,
+            author TEXT,
+            context TEXT,
+            origin TEXT
+        );
+        """
+
+    static func quote(_ identifier: String) -> String {
+        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    static func literal(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "''") + "'"
+    }
+
+    static func columnType(_ type: AttributeType) -> String {
+        switch type {
+        case .text, .uuid: return "TEXT"
+        case .integer, .bool: return "INTEGER"
+        case .real, .date: return "REAL"
+        case .blob, .uuidBlob: return "BLOB"
+        }
+    }
+
+    /// A CHECK that keeps keys globally unique in shape, whoever writes the row.
+    static func keyCheck(_ key: PrimaryKey) -> String {
+        let column = quote(key.name)
+        switch key.type {
+        case .uuidBlob: return "CHECK (typeof(\(column)) = 'blob' AND length(\(column)) = 16)"
+        default: return "CHECK (typeof(\(column)) = 'text' AND length(\(column)) = 36)"
+        }
+    }
+
+    static func columnDefinition(_ attribute: Attribute) -> String {
+        var sql = "\(quote(attribute.name)) \(columnType(attribute.type))"
+        if !attribute.optional { sql += " NOT NULL" }
+        if let value = attribute.defaultValue {
+            switch value {
+            case .integer(let v): sql += " DEFAULT \(v)"
+            case .real(let v): sql += " DEFAULT \(v)"
+            case .text(let v): sql += " DEFAULT \(literal(v))"
+            }
+        }
+        return sql
+    }
+
+    static func relationshipDefinition(_ relationship: Relationship, in schema: Schema) -> String {
+        let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
+        return "\(quote(relationship.name)) \(columnType(type))"
+    }
+
+    static func createTable(_ entity: Entity, in schema: Schema) -> String {
+        let key = entity.primaryKey!
+        var columns = ["\(quote(key.name)) \(columnType(key.type)) PRIMARY KEY NOT NULL \(keyCheck(key))"]
+        columns += entity.attributes.map(columnDefinition)
+        columns += entity.relationships.map { relationshipDefinition($0, in: schema) }
+        return "CREATE TABLE \(quote(entity.name)) (\n  " + columns.joined(separator: ",\n  ") + "\n)"
+    }
+
+    /// Names of everything logsync generates for an entity start with `_ls_` and carry the entity's
+    /// numeric id, so they never collide with each other or with the user's own objects.
+    static func triggerPrefix(_ entityID: Int64) -> String { "_ls_t\(entityID)_" }
+
+    /// History capture for one entity: insert, update (changed columns only), delete (with tombstone), and a
+    /// guard against changing the primary key, which would break the row's identity across devices.
+    static func captureTriggers(for info: Catalog.EntityInfo) -> [String] {
+        let table = quote(info.entity.name)
+        let key = quote(info.primaryKey.name)
+        let prefix = triggerPrefix(info.id)
+        let allColumnsMask: Int64 = info.columns.isEmpty ? 0 : (Int64(1) << Int64(info.columns.count)) - 1
+        let changedMask: String =
+            info.columns.isEmpty
+            ? "0"
+            : info.columns.enumerated().map { bit, name in
+                let test = "(OLD.\(quote(name)) IS NOT NEW.\(quote(name)))"
+                return bit == 0 ? test : "(\(test) << \(bit))"
+            }.joined(separator: " | ")
+        let preserved = info.entity.attributes.filter(\.preservedOnDelete)
+        let tombstone: String =
+            preserved.isEmpty
+            ? "NULL"
+            : "json_object("
+                + preserved.map { attribute in
+                    let value = "OLD.\(quote(attribute.name))"
+                    let encoded = (attribute.type == .blob || attribute.type == .uuidBlob) ? "hex(\(value))" : value
+                    return "\(literal(attribute.name)), \(encoded)"
+                }.joined(separator: ", ") + ")"
+        return [
+            """
+            CREATE TRIGGER "\(prefix)insert" AFTER INSERT ON \(table) BEGIN
+              INSERT INTO _ls_log(kind, entity, pk, cols) VALUES (1, \(info.id), NEW.\(key), \(allColumnsMask));
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)update" AFTER UPDATE ON \(table) BEGIN
+              INSERT INTO _ls_log(kind, entity, pk, cols)
+                SELECT 2, \(info.id), NEW.\(key), m FROM (SELECT \(changedMask) AS m) WHERE m != 0;
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)delete" AFTER DELETE ON \(table) BEGIN
+              INSERT INTO _ls_log(kind, entity, pk, cols, tomb) VALUES (3, \(info.id), OLD.\(key), 0, \(tombstone));
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)key" BEFORE UPDATE OF \(key) ON \(table)
+              WHEN OLD.\(key) IS NOT NEW.\(key) BEGIN
+              SELECT RAISE(ABORT, \(literal("logsync: the primary key of \(info.entity.name) cannot change; delete the row and insert a new one")));
+            END
+            """,
+        ]
+    }
+
+    /// Delete rules, enforced by triggers on the destination table so they hold for foreign writers too
+    /// (SQLite's own foreign keys are off unless each connection turns them on).
+    static func deleteRuleTriggers(for info: Catalog.EntityInfo, catalog: Catalog) -> [String] {
+        var statements: [String] = []
+        for relationship in info.entity.relationships {
+            guard let destination = catalog.byName[relationship.destination],
+                let bit = info.columns.firstIndex(of: relationship.name)
+            else { continue }
+            let name = "\(triggerPrefix(info.id))rule\(bit)"
+            let child = quote(info.entity.name)
+            let column = quote(relationship.name)
+            let parent = quote(destination.entity.name)
+            let parentKey = "OLD.\(quote(destination.primaryKey.name))"
+            statements.append(
+                "CREATE INDEX IF NOT EXISTS \"_ls_ref\(info.id)_\(bit)\" ON \(child)(\(column))")
+            switch relationship.deleteRule {
+            case .cascade:
+                statements.append(
+                    """
+                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) BEGIN
+                      DELETE FROM \(child) WHERE \(column) = \(parentKey);
+                    END
+                    """)
+            case .nullify:
+                statements.append(
+                    """
+                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) BEGIN
+                      UPDATE \(child) SET \(column) = NULL WHERE \(column) = \(parentKey);
+                    END
+                    """)
+            case .deny:
+                let message =
+                    "logsync: cannot delete this \(destination.entity.name): \(info.entity.name).\(relationship.name) "
+                    + "still references it (delete rule deny)"
+                statements.append(
+                    """
+                    CREATE TRIGGER "\(name)" BEFORE DELETE ON \(parent)
+                      WHEN EXISTS (SELECT 1 FROM \(child) WHERE \(column) = \(parentKey)) BEGIN
+                      SELECT RAISE(ABORT, \(literal(message)));
+                    END
+                    """)
+            }
+        }
+        return statements
+    }
+
+    static func uniqueIndexName(entityID: Int64, columns: [String]) -> String {
+        "_ls_uq\(entityID)_" + columns.joined(separator: "_")
+    }
+
+    static func createUniqueIndex(_ entity: Entity, entityID: Int64, columns: [String]) -> String {
+        "CREATE UNIQUE INDEX IF NOT EXISTS \(quote(uniqueIndexName(entityID: entityID, columns: columns))) ON "
+            + "\(quote(entity.name))(\(columns.map(quote).joined(separator: ", ")))"
+    }
+}

@@ -1,0 +1,337 @@
+import Foundation
+import LogsyncCore
+
+/// A local SQLite store whose synced tables record persistent history.
+///
+/// Every committed insert, update or delete on a synced table is appended to the store's history log by
+/// triggers, in the same SQLite transaction as the change, whichever connection or process made it.
+/// Writes through ``write(author:context:_:)`` carry an author and context name; writes by other
+/// processes are sealed into history transactions of their own (see `docs/history.md`).
+///
+/// A `Store` is safe to share between threads and tasks: it owns one writer connection and one reader
+/// connection, each behind its own lock.
+public final class Store: Sendable {
+    public let path: String
+    public let schema: Schema
+    /// This store's node id, created with the store and kept for its lifetime.
+    public let nodeID: String
+    public let options: StoreOptions
+
+    let catalog: Catalog
+    private let writer: Locked<WriterState>
+    private let reader: Locked<Connection>
+
+    struct WriterState {
+        let connection: Connection
+        var clock: HybridLogicalClock
+    }
+
+    /// Opens the store at `path`, creating it if needed, and registers `schema`: tables are created or
+    /// additively migrated and history capture installed.
+    ///
+    /// Fails with a ``StoreError`` that names the path and the problem when the schema is invalid, the
+    /// directory is missing or read-only, or the file is not a usable database. A failed open of a new
+    /// store leaves no file behind.
+    public init(path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws(StoreError) {
+        do {
+            try schema.validate()
+        } catch {
+            throw StoreError(.schema, "invalid schema: \(error.location): \(error.message)", cause: error)
+        }
+        let existed = try Self.checkLocation(path)
+        self.path = path
+        self.schema = schema
+        self.options = options
+        do {
+            let connection = try Self.openConnection(path, options: options)
+            try connection.execute("BEGIN IMMEDIATE")
+            let catalog: Catalog
+            do {
+                catalog = try SchemaRegistration(connection: connection, schema: schema).run()
+                try connection.execute("COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+            guard case .text(let node)? = try connection.scalar("SELECT value FROM _ls_meta WHERE key = 'node'") else {
+                throw StoreError(.incompatibleFormat, "the store has no node id", path: path)
+            }
+            let readerConnection = try Self.openConnection(path, options: options)
+            try readerConnection.execute("PRAGMA query_only = 1")
+            self.catalog = catalog
+            self.nodeID = node
+            self.writer = Locked(WriterState(connection: connection, clock: HybridLogicalClock()))
+            self.reader = Locked(readerConnection)
+        } catch {
+            if !existed { Self.removeFiles(of: path) }
+            throw Self.mapped(error, path: path, doing: "opening the store")
+                ?? StoreError(.sqlite, "opening the store failed", path: path, cause: SendableDescription(error))
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Runs `body` in one write transaction. Changes it makes to synced tables become one history
+    /// transaction with `author` and `context`, committed atomically with them. If `body` throws, nothing
+    /// is written.
+    ///
+    /// Waits up to the busy timeout for other writers, then fails with ``StoreError/Code/busy``.
+    @discardableResult
+    public func write<T>(
+        author: String? = nil, context: String? = nil, _ body: (WriteTransaction) throws -> T
+    ) throws -> T {
+        try perform(marker: .init(author: author, context: context, origin: nil, timestamp: nil), body).result
+    }
+
+    /// What a commit marker records about the transaction it closes.
+    struct Marker {
+        var author: String?
+        var context: String?
+        /// The node the transaction came from; nil for local transactions.
+        var origin: String?
+        /// The transaction's clock when it was imported; nil to take the next local tick.
+        var timestamp: HLCTimestamp?
+    }
+
+    /// The write path shared by local writes and imports: seal whatever foreign writers left, run the
+    /// body, and close its changes with a marker, all in one transaction.
+    func perform<T>(marker: Marker, _ body: (WriteTransaction) throws -> T) throws -> (result: T, token: HistoryToken?) {
+        try writer.withLock { state in
+            let connection = state.connection
+            do {
+                try connection.execute("BEGIN IMMEDIATE")
+            } catch {
+                throw Self.storeError(error, path: path, doing: "starting a write transaction")
+            }
+            do {
+                let before = try sealPending(&state)
+                let result = try body(WriteTransaction(connection: connection, catalog: catalog, path: path))
+                var token: HistoryToken?
+                if let after = try connection.int64("SELECT max(seq) FROM _ls_log"), after > before {
+                    token = try appendMarker(marker, state: &state)
+                }
+                try connection.execute("COMMIT")
+                return (result, token)
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw Self.storeError(error, path: path, doing: "writing")
+            }
+        }
+    }
+
+    /// Inside a write transaction: closes changes left by foreign writers with a marker of their own, so
+    /// they precede the caller's changes in history, and brings the clock past the newest marker.
+    /// Returns the last `seq` in the log afterwards.
+    private func sealPending(_ state: inout WriterState) throws -> Int64 {
+        let connection = state.connection
+        let last = try connection.rows("SELECT seq, kind, hlc FROM _ls_log ORDER BY seq DESC LIMIT 1").first
+        guard let last, case .integer(let seq) = last[0], case .integer(let kind) = last[1] else { return 0 }
+        if kind == 0 {
+            if case .integer(let hlc) = last[2] {
+                state.clock.observe(HLCTimestamp(storageValue: hlc), physicalMilliseconds: WallClock.milliseconds())
+            }
+            return seq
+        }
+        if let hlc = try connection.int64("SELECT hlc FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") {
+            state.clock.observe(HLCTimestamp(storageValue: hlc), physicalMilliseconds: WallClock.milliseconds())
+        }
+        return try appendMarker(Marker(), state: &state).rawValue
+    }
+
+    private func appendMarker(_ marker: Marker, state: inout WriterState) throws -> HistoryToken {
+        let now = WallClock.milliseconds()
+        let timestamp: HLCTimestamp
+        if let imported = marker.timestamp {
+            state.clock.observe(imported, physicalMilliseconds: now)
+            timestamp = imported
+        } else {
+            timestamp = state.clock.tick(physicalMilliseconds: now)
+        }
+        try state.connection.execute(
+            "INSERT INTO _ls_log(kind, hlc, author, context, origin) VALUES (0, ?, ?, ?, ?)",
+            [
+                .integer(timestamp.storageValue), marker.author.map { .text($0) } ?? .null,
+                marker.context.map { .text($0) } ?? .null, marker.origin.map { .text($0) } ?? .null,
+            ])
+        return HistoryToken(state.connection.lastInsertedRowID)
+    }
+
+    /// Seals changes committed by processes that write the file without logsync into history
+    /// transactions, and returns the current token. Called by the commit monitor; cheap when there is
+    /// nothing to seal.
+    @discardableResult
+    public func sealPendingChanges() throws -> HistoryToken {
+        if try hasPendingChanges() {
+            _ = try perform(marker: Marker()) { _ in }
+        }
+        return try readCurrentToken()
+    }
+
+    private func hasPendingChanges() throws -> Bool {
+        try reading { connection in
+            try connection.int64("SELECT kind FROM _ls_log ORDER BY seq DESC LIMIT 1").map { $0 != 0 } ?? false
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The token of the newest history transaction; `.zero` for an empty history.
+    public func currentToken() throws -> HistoryToken {
+        try sealPendingChanges()
+    }
+
+    private func readCurrentToken() throws -> HistoryToken {
+        try reading { connection in
+            HistoryToken(try connection.int64("SELECT seq FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") ?? 0)
+        }
+    }
+
+    /// History transactions after `token`, oldest first, at most `limit` of them, keeping those that pass
+    /// `filter` (with their changes narrowed to the filter's entities).
+    public func history(
+        after token: HistoryToken = .zero, filter: HistoryFilter = HistoryFilter(), limit: Int = 1_000
+    ) throws -> [HistoryTransaction] {
+        try sealPendingChanges()
+        return try reading { connection in
+            try HistoryReader(connection: connection, catalog: catalog).transactions(after: token, filter: filter, limit: limit)
+        }
+    }
+
+    /// Removes history transactions older than `token`. The newest transaction is always kept, so tokens
+    /// keep increasing. Returns how many transactions were removed.
+    @discardableResult
+    public func purgeHistory(before token: HistoryToken) throws -> Int {
+        try sealPendingChanges()
+        return try writer.withLock { state in
+            let connection = state.connection
+            do {
+                try connection.execute("BEGIN IMMEDIATE")
+                let newest = try connection.int64("SELECT seq FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") ?? 0
+                let bound = min(token.rawValue, newest)
+                let cut = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0 AND seq < ?", [.integer(bound)]) ?? 0
+                let removed = try connection.int64("SELECT count(*) FROM _ls_log WHERE kind = 0 AND seq <= ?", [.integer(cut)]) ?? 0
+                try connection.execute("DELETE FROM _ls_log WHERE seq <= ?", [.integer(cut)])
+                try connection.execute("COMMIT")
+                return Int(removed)
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw Self.storeError(error, path: path, doing: "purging history")
+            }
+        }
+    }
+
+    /// Rows of a read-only query on the store's reader connection.
+    public func read(_ sql: String, _ arguments: [DatabaseValue] = []) throws -> [[DatabaseValue]] {
+        try reading { try $0.rows(sql, arguments) }
+    }
+
+    func reading<T>(_ body: (Connection) throws -> T) throws -> T {
+        do {
+            return try reader.withLock { try body($0) }
+        } catch {
+            throw Self.storeError(error, path: path, doing: "reading")
+        }
+    }
+
+    /// SQLite's `PRAGMA data_version` on the reader connection: it changes whenever another connection or
+    /// process commits.
+    func dataVersion() throws -> Int64 {
+        try reading { try $0.int64("PRAGMA data_version") ?? 0 }
+    }
+
+    /// Copies the WAL into the database file (`PRAGMA wal_checkpoint(TRUNCATE)`).
+    public func checkpoint() throws {
+        try writer.withLock { state in
+            do {
+                try state.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            } catch {
+                throw Self.storeError(error, path: path, doing: "checkpointing")
+            }
+        }
+    }
+
+    // MARK: - Opening
+
+    /// Checks the directory and any existing file before SQLite touches them; returns whether the file exists.
+    private static func checkLocation(_ path: String) throws(StoreError) -> Bool {
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else {
+            throw StoreError(
+                .directoryMissing, "cannot open store \(path): directory \(directory) does not exist; create it first",
+                path: directory)
+        }
+        guard isDirectory.boolValue else {
+            throw StoreError(.directoryMissing, "cannot open store \(path): \(directory) is not a directory", path: directory)
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw StoreError(
+                .notWritable,
+                "cannot open store \(path): directory \(directory) is not writable (the store needs to create its -wal and -shm files there)",
+                path: directory, cause: SystemError(call: "access", errno: errno))
+        }
+        guard FileManager.default.fileExists(atPath: path) else { return false }
+        guard access(path, R_OK | W_OK) == 0 else {
+            throw StoreError(.notWritable, "cannot open store \(path): the file is not readable and writable", path: path,
+                             cause: SystemError(call: "access", errno: errno))
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw StoreError(.notWritable, "cannot read store file \(path)", path: path)
+        }
+        defer { try? handle.close() }
+        let header = (try? handle.read(upToCount: 16)) ?? Data()
+        if !header.isEmpty && header != Data("SQLite format 3\0".utf8) {
+            throw StoreError(
+                .notADatabase,
+                "\(path) is not a SQLite database (its header is not 'SQLite format 3'); it may be corrupt or another kind of file. Move it aside or choose another path",
+                path: path)
+        }
+        return true
+    }
+
+    private static func openConnection(_ path: String, options: StoreOptions) throws -> Connection {
+        let connection = try Connection(path: path)
+        try connection.setBusyTimeout(milliseconds: options.busyTimeoutMilliseconds)
+        guard case .text(let mode)? = try connection.scalar("PRAGMA journal_mode = WAL"), mode.lowercased() == "wal" else {
+            throw StoreError(.sqlite, "could not switch \(path) to WAL mode", path: path)
+        }
+        try connection.execute(
+            """
+            PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL");
+            PRAGMA foreign_keys = ON;
+            PRAGMA recursive_triggers = ON;
+            """)
+        return connection
+    }
+
+    private static func removeFiles(of path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            try? FileManager.default.removeItem(atPath: path + suffix)
+        }
+    }
+
+    /// SQLite failures become store errors that say what was being done; a caller's own errors pass through.
+    static func storeError(_ error: any Error, path: String, doing action: String) -> any Error {
+        mapped(error, path: path, doing: action) ?? error
+    }
+
+    static func mapped(_ error: any Error, path: String, doing action: String) -> StoreError? {
+        switch error {
+        case let error as StoreError:
+            return error
+        case let error as SQLiteError:
+            if error.isNotADatabase {
+                return StoreError(
+                    .notADatabase,
+                    "\(action): \(path) is not a usable SQLite database (it is corrupt or not a database); move it aside or restore it from a backup",
+                    path: path, cause: error)
+            }
+            if error.isConstraint {
+                return StoreError(.constraint, "\(action) was refused: \(error.message)", path: path, cause: error)
+            }
+            return StoreError.wrapping(error, path: path, doing: action)
+        default:
+            return nil
+        }
+    }
+}
