@@ -22,9 +22,12 @@ extension Store {
             stopped.withLock { $0 = true }
             watch?.stop()
         }
+        // The baseline is taken before returning, so every commit after this call is reported.
+        let baselineVersion = (try? dataVersion()) ?? 0
+        let baselineToken = (try? sealPendingChanges()) ?? .zero
         let thread = Thread { [self] in
-            var lastVersion = (try? dataVersion()) ?? 0
-            var lastToken = (try? sealPendingChanges()) ?? .zero
+            var lastVersion = baselineVersion
+            var lastToken = baselineToken
             while !stopped.withLock({ $0 }) {
                 if let watch {
                     // Inotify delivers local commits at once; the slow timeout covers file systems that do not

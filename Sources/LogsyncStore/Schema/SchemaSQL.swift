@@ -110,7 +110,9 @@ enum SchemaSQL {
             : "json_object("
                 + preserved.map { attribute in
                     let value = "OLD.\(quote(attribute.name))"
-                    let encoded = (attribute.type == .blob || attribute.type == .uuidBlob) ? "hex(\(value))" : value
+                    // JSON cannot hold blobs: they travel as hex, and NULL stays NULL (hex(NULL) is '').
+                    let isBlob = attribute.type == .blob || attribute.type == .uuidBlob
+                    let encoded = isBlob ? "CASE WHEN \(value) IS NULL THEN NULL ELSE hex(\(value)) END" : value
                     return "\(literal(attribute.name)), \(encoded)"
                 }.joined(separator: ", ") + ")"
         return [

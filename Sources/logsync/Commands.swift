@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+struct Exec: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run SQL statements in one write transaction, recorded in history with an author and context.",
+        discussion: "Prints 'committed <token> <realtime-ns>' after the commit.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Option(help: "Author recorded with the transaction.") var author: String?
+    @Option(help: "Context name recorded with the transaction.") var context: String?
+    @Argument(help: "SQL statements, run in order in one transaction.") var statements: [String]
+
+    func run() throws {
+        try reportingErrors {
+            let store = try options.open()
+            try store.write(author: author, context: context) { tx in
+                for statement in statements { try tx.execute(statement) }
+            }
+            let stamp = realtimeNanoseconds()
+            printFlushed("committed \(try store.currentToken()) \(stamp)")
+        }
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print history transactions after a token.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Option(help: "Print transactions after this token.") var after: Int64 = 0
+    @Option(help: "Only transactions by this author.") var author: String?
+    @Option(help: "Only changes to this entity.") var entity: String?
+    @Option(help: "At most this many transactions.") var limit: Int = 1_000
+
+    func run() throws {
+        try reportingErrors {
+            let store = try options.open()
+            let filter = HistoryFilter(authors: author.map { [$0] }, entities: entity.map { [$0] })
+            for transaction in try store.history(after: HistoryToken(after), filter: filter, limit: limit) {
+                print(HistoryFormatter.describe(transaction))
+            }
+        }
+    }
+}
+
+struct Purge: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove history transactions older than a token.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Option(help: "Remove transactions before this token.") var before: Int64
+
+    func run() throws {
+        try reportingErrors {
+            let removed = try options.open().purgeHistory(before: HistoryToken(before))
+            print("removed \(removed) transactions")
+        }
+    }
+}
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print 'token <token> <realtime-ns>' each time any process commits to the store.",
+        discussion: "With --seconds, exits after that long and prints the CPU time the process used.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Option(help: "Stop after this many seconds (default: run until interrupted).") var seconds: Double?
+
+    func run() async throws {
+        let store: Store
+        do {
+            store = try options.open()
+        } catch let error as StoreError {
+            FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
+            throw ExitCode(ExitCodes.storeError)
+        }
+        let watcher = Task {
+            for await token in store.commits() {
+                printFlushed("token \(token) \(realtimeNanoseconds())")
+            }
+        }
+        printFlushed("watching \(try store.currentToken())")
+        if let seconds {
+            try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+            watcher.cancel()
+            var usage = rusage()
+            getrusage(RUSAGE_SELF.rawValue, &usage)
+            let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
+                + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+            printFlushed("cpu_ms \(cpu)")
+        } else {
+            await watcher.value
+        }
+    }
+}
+
+struct Hold: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run SQL in a write transaction and never commit: prints 'holding' and waits to be killed.",
+        discussion: "Used by crash tests: SIGKILL must leave neither the rows nor their history behind.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Argument var statements: [String]
+
+    func run() throws {
+        try reportingErrors {
+            let store = try options.open()
+            try store.write(author: "hold", context: "crash-test") { tx in
+                for statement in statements { try tx.execute(statement) }
+                printFlushed("holding")
+                while true { sleep(60) }
+            }
+        }
+    }
+}
+
+enum HistoryFormatter {
+    static func describe(_ transaction: HistoryTransaction) -> String {
+        var lines = [
+            "#\(transaction.token) at \(transaction.timestamp) origin=\(transaction.origin) "
+                + "author=\(transaction.author ?? "-") context=\(transaction.contextName ?? "-")"
+        ]
+        for change in transaction.changes {
+            var line = "  \(change.kind) \(change.entity) \(change.primaryKey)"
+            if !change.changedColumns.isEmpty { line += " [\(change.changedColumns.joined(separator: ", "))]" }
+            if let tombstone = change.tombstone, !tombstone.isEmpty {
+                line += " tombstone{" + tombstone.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + "}"
+            }
+            lines.append(line)
+        }
+        return lines.joined(separator: "\n")
+    }
+}

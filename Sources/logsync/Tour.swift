@@ -1,0 +1,91 @@
+import ArgumentParser
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// A short walk through persistent history: library writes with an author, a write by the `sqlite3`
+/// shell that logsync did not make, a cascading delete with tombstones, and the history that recorded it all.
+struct Tour: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a notes store, write to it in several ways, and print its history.")
+
+    @Option(help: "Directory for the tour's store (default: $XDG_DATA_HOME/logsync/tour, or ~/.local/share/logsync/tour).")
+    var directory: String?
+
+    static let schema = Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .text, optional: false, default: "", preservedOnDelete: true)]),
+        Entity(
+            "Note",
+            attributes: [
+                Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text),
+                Attribute("pinned", .bool, optional: false, default: 0),
+            ],
+            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+    ])
+
+    func run() throws {
+        let directory = directory ?? Self.defaultDirectory()
+        try? FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/notes.sqlite"
+        try reportingErrors {
+            let store = try Store(path: path, schema: Self.schema)
+            print("store   \(path)")
+            print("node    \(store.nodeID)")
+
+            let folder = DatabaseValue.text(UUID().uuidString.lowercased())
+            let groceries = DatabaseValue.text(UUID().uuidString.lowercased())
+            let ideas = DatabaseValue.text(UUID().uuidString.lowercased())
+            try store.write(author: "alice", context: "editor") { tx in
+                try tx.insert("Folder", ["id": folder, "name": "Home"])
+                try tx.insert("Note", ["id": groceries, "title": "Groceries", "body": "milk", "folder": folder])
+                try tx.insert("Note", ["id": ideas, "title": "Ideas", "body": "sync all the things", "folder": folder])
+            }
+            print("\n1. alice saved a folder with two notes through logsync")
+
+            try store.write(author: "alice", context: "editor") { tx in
+                try tx.update("Note", key: groceries, ["body": "milk, eggs", "pinned": true])
+            }
+            print("2. alice edited one note: history keeps only the columns that changed")
+
+            if Self.runShell(path: path, sql: "BEGIN; UPDATE Note SET title = 'Ideas (shell)' WHERE title = 'Ideas'; COMMIT;") {
+                print("3. the sqlite3 shell, which knows nothing of logsync, renamed a note: captured as its own transaction")
+            } else {
+                print("3. (skipped: the sqlite3 shell is not installed)")
+            }
+
+            try store.write(author: "bob", context: "cleanup") { tx in
+                try tx.delete("Folder", key: folder)
+            }
+            print("4. bob deleted the folder: the cascade rule deleted its notes, with tombstones\n")
+
+            for transaction in try store.history() {
+                print(HistoryFormatter.describe(transaction))
+            }
+            print("\ncurrent token \(try store.currentToken()); inspect it with:")
+            print("  sqlite3 \(path) 'SELECT * FROM _ls_log'")
+        }
+    }
+
+    static func defaultDirectory() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let base =
+            environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (NSHomeDirectory() + "/.local/share")
+        return base + "/logsync/tour"
+    }
+
+    /// Runs one SQL script in the `sqlite3` shell; false when the shell is not installed.
+    static func runShell(path: String, sql: String) -> Bool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["sqlite3", path, sql]
+        do {
+            try process.run()
+        } catch {
+            return false
+        }
+        process.waitUntilExit()
+        return process.terminationStatus == 0
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import LogsyncCore
+import Testing
+
+@Suite("Schema validation")
+struct SchemaValidationTests {
+    private func error(_ schema: Schema) -> SchemaError? {
+        do {
+            try schema.validate()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("integer and missing primary keys are refused with the entity named")
+    func primaryKeys() {
+        let integer = error(Schema(version: 1, entities: [Entity("A", primaryKey: PrimaryKey("id", .integer))]))
+        #expect(integer?.code == .unusablePrimaryKey)
+        #expect(integer?.location == "A.id")
+        #expect(error(Schema(version: 1, entities: [Entity("A", primaryKey: nil)]))?.code == .missingPrimaryKey)
+        #expect(error(Schema(version: 1, entities: [Entity("A", primaryKey: PrimaryKey("id", .uuidBlob))])) == nil)
+    }
+
+    @Test("hostile or reserved names are refused")
+    func names() {
+        for bad in ["", "1abc", "a b", "x\"; DROP TABLE y; --", "_ls_log", "sqlite_master", "café"] {
+            #expect(error(Schema(version: 1, entities: [Entity(bad)]))?.code == .invalidName, "\(bad)")
+        }
+        #expect(error(Schema(version: 1, entities: [Entity("A", attributes: [Attribute("id", .text)])]))?.code == .duplicateName)
+        #expect(error(Schema(version: 1, entities: [Entity("A"), Entity("a")]))?.code == .duplicateName)
+    }
+
+    @Test("relationships must point at declared entities; unique keys at declared columns")
+    func references() {
+        let dangling = Schema(version: 1, entities: [Entity("A", relationships: [Relationship("b", to: "B")])])
+        #expect(error(dangling)?.code == .unknownDestination)
+        let badKey = Schema(version: 1, entities: [Entity("A", attributes: [Attribute("x", .text)], uniqueKeys: [["y"]])])
+        #expect(error(badKey)?.code == .unknownColumn)
+    }
+
+    @Test("too many columns for the change mask, a bad default and a zero version are refused")
+    func limits() {
+        let wide = Entity("A", attributes: (0..<64).map { Attribute("c\($0)", .integer) })
+        #expect(error(Schema(version: 1, entities: [wide]))?.code == .tooManyColumns)
+        #expect(error(Schema(version: 1, entities: [Entity("A", attributes: [Attribute("x", .integer, default: "text")])]))?.code == .invalidDefault)
+        #expect(error(Schema(version: 0, entities: []))?.code == .invalidVersion)
+    }
+
+    @Test("JSON schemas load, round-trip, and report unknown types and delete rules with their location")
+    func json() throws {
+        let text = """
+            {"version": 2, "entities": [
+              {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text", "default": "x"}]},
+              {"name": "Note", "primaryKey": {"name": "id", "type": "uuidBlob"},
+               "attributes": [{"name": "n", "type": "integer", "optional": false, "default": 3}, {"name": "r", "type": "real", "default": 1.5}],
+               "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"}], "uniqueKeys": [["n"]]}
+            ]}
+            """
+        let schema = try Schema(json: Data(text.utf8))
+        #expect(schema.version == 2)
+        #expect(schema.entity(named: "Note")?.attributes[0] == Attribute("n", .integer, optional: false, default: 3))
+        #expect(schema.entity(named: "Note")?.attributes[1].defaultValue == .real(1.5))
+        #expect(schema.entity(named: "Note")?.relationships == [Relationship("folder", to: "Folder", deleteRule: .cascade)])
+        let encoded = try JSONEncoder().encode(schema)
+        #expect(try JSONDecoder().decode(Schema.self, from: encoded) == schema)
+
+        let badRule = #"{"version": 1, "entities": [{"name": "A", "primaryKey": {"name": "id", "type": "uuid"}, "relationships": [{"name": "b", "destination": "A", "deleteRule": "explode"}]}]}"#
+        #expect(throws: SchemaError.self) { try Schema(json: Data(badRule.utf8)) }
+        #expect(throws: SchemaError.self) { try Schema(json: Data("not json".utf8)) }
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// The schema most store tests use: folders holding notes (cascade), notes tagged by labels (nullify),
+/// and owners that cannot be deleted while a folder points at them (deny).
+enum Fixtures {
+    static let schema = Schema(version: 1, entities: [
+        Entity("Owner", attributes: [Attribute("name", .text)]),
+        Entity(
+            "Folder",
+            attributes: [Attribute("name", .text, optional: false, default: "", preservedOnDelete: true)],
+            relationships: [Relationship("owner", to: "Owner", deleteRule: .deny)]),
+        Entity("Label", attributes: [Attribute("name", .text)], uniqueKeys: [["name"]]),
+        Entity(
+            "Note",
+            attributes: [
+                Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text),
+                Attribute("rank", .integer), Attribute("data", .blob, preservedOnDelete: true),
+            ],
+            relationships: [
+                Relationship("folder", to: "Folder", deleteRule: .cascade),
+                Relationship("label", to: "Label", deleteRule: .nullify),
+            ]),
+    ])
+
+    /// The same schema as JSON, for the command-line tools the cross-process tests start.
+    static let schemaJSON = """
+        {"version": 1, "entities": [
+          {"name": "Owner", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}]},
+          {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"},
+           "attributes": [{"name": "name", "type": "text", "optional": false, "default": "", "preservedOnDelete": true}],
+           "relationships": [{"name": "owner", "destination": "Owner", "deleteRule": "deny"}]},
+          {"name": "Label", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}],
+           "uniqueKeys": [["name"]]},
+          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
+           "attributes": [{"name": "title", "type": "text", "preservedOnDelete": true}, {"name": "body", "type": "text"},
+                          {"name": "rank", "type": "integer"}, {"name": "data", "type": "blob", "preservedOnDelete": true}],
+           "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"},
+                             {"name": "label", "destination": "Label", "deleteRule": "nullify"}]}
+        ]}
+        """
+
+    static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }
+
+    static func idText() -> String { UUID().uuidString.lowercased() }
+
+    /// A store in `directory` with the fixture schema, plus the schema file the tools need.
+    static func store(in directory: TemporaryDirectory, name: String = "store.sqlite") throws -> (Store, schemaFile: String) {
+        let schemaFile = try directory.write("schema.json", schemaJSON)
+        return (try Store(path: directory.file(name), schema: schema), schemaFile)
+    }
+}

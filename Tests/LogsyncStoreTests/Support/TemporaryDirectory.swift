@@ -1,0 +1,27 @@
+import Foundation
+
+/// A fresh directory per test under /tmp (short paths keep Unix socket names legal later), removed when
+/// the value is deinitialized.
+final class TemporaryDirectory: Sendable {
+    let path: String
+
+    init(_ label: String = "t") throws {
+        let base = "/tmp/lstest-\(label)-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        path = base
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    func file(_ name: String) -> String { path + "/" + name }
+
+    /// Writes `text` to a file in this directory and returns its path.
+    @discardableResult
+    func write(_ name: String, _ text: String) throws -> String {
+        let target = file(name)
+        try text.write(toFile: target, atomically: true, encoding: .utf8)
+        return target
+    }
+}
