@@ -17,10 +17,17 @@ final class Statement {
 
     func reset() {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
     }
 
+    /// Binds every parameter; a count that does not match the statement's parameters is an error rather
+    /// than a silent reuse of the previous call's values.
     func bind(_ arguments: [DatabaseValue]) throws(SQLiteError) {
+        let expected = Int(sqlite3_bind_parameter_count(handle))
+        guard arguments.count == expected else {
+            throw SQLiteError(
+                code: SQLITE_RANGE, extendedCode: SQLITE_RANGE,
+                message: "the statement takes \(expected) arguments, \(arguments.count) were given", sql: sql)
+        }
         for (offset, value) in arguments.enumerated() {
             try bind(value, at: Int32(offset + 1))
         }

@@ -34,7 +34,9 @@ enum SchemaSQL {
         """
 
     static func quote(_ identifier: String) -> String {
-        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        // Validated schema names never contain a quote; only other names need escaping.
+        guard identifier.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + identifier + "\"" }
+        return "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
     static func literal(_ text: String) -> String {

@@ -24,6 +24,7 @@ public final class Store: Sendable {
     struct WriterState {
         let connection: Connection
         var clock: HybridLogicalClock
+        let statements = GeneratedStatements()
     }
 
     /// Opens the store at `path`, creating it if needed, and registers `schema`: tables are created or
@@ -105,11 +106,9 @@ public final class Store: Sendable {
             }
             do {
                 let before = try sealPending(&state)
-                let result = try body(WriteTransaction(connection: connection, catalog: catalog, path: path))
-                var token: HistoryToken?
-                if let after = try connection.int64("SELECT max(seq) FROM _ls_log"), after > before {
-                    token = try appendMarker(marker, state: &state)
-                }
+                let result = try body(
+                    WriteTransaction(connection: connection, catalog: catalog, path: path, statements: state.statements))
+                let token = try appendMarker(marker, ifLogGrewPast: before, state: &state)
                 try connection.execute("COMMIT")
                 return (result, token)
             } catch {
@@ -135,10 +134,13 @@ public final class Store: Sendable {
         if let hlc = try connection.int64("SELECT hlc FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") {
             state.clock.observe(HLCTimestamp(storageValue: hlc), physicalMilliseconds: WallClock.milliseconds())
         }
-        return try appendMarker(Marker(), state: &state).rawValue
+        // The newest row is a pending change (kind != 0), so the log has grown past the row before it.
+        return try appendMarker(Marker(), ifLogGrewPast: seq - 1, state: &state)?.rawValue ?? seq
     }
 
-    private func appendMarker(_ marker: Marker, state: inout WriterState) throws -> HistoryToken {
+    /// Closes the changes appended after `seq` with a marker, in one statement that appends nothing when
+    /// there are none. Returns the new transaction's token, or nil when no synced row changed.
+    private func appendMarker(_ marker: Marker, ifLogGrewPast seq: Int64, state: inout WriterState) throws -> HistoryToken? {
         let now = WallClock.milliseconds()
         let timestamp: HLCTimestamp
         if let imported = marker.timestamp {
@@ -148,11 +150,13 @@ public final class Store: Sendable {
             timestamp = state.clock.tick(physicalMilliseconds: now)
         }
         try state.connection.execute(
-            "INSERT INTO _ls_log(kind, hlc, author, context, origin) VALUES (0, ?, ?, ?, ?)",
+            "INSERT INTO _ls_log(kind, hlc, author, context, origin) SELECT 0, ?, ?, ?, ? "
+                + "WHERE (SELECT max(seq) FROM _ls_log) > ?",
             [
                 .integer(timestamp.storageValue), marker.author.map { .text($0) } ?? .null,
-                marker.context.map { .text($0) } ?? .null, marker.origin.map { .text($0) } ?? .null,
+                marker.context.map { .text($0) } ?? .null, marker.origin.map { .text($0) } ?? .null, .integer(seq),
             ])
+        guard state.connection.changes > 0 else { return nil }
         return HistoryToken(state.connection.lastInsertedRowID)
     }
 

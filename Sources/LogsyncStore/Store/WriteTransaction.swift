@@ -7,11 +7,13 @@ public final class WriteTransaction {
     let connection: Connection
     let catalog: Catalog
     let path: String
+    private let statements: GeneratedStatements
 
-    init(connection: Connection, catalog: Catalog, path: String) {
+    init(connection: Connection, catalog: Catalog, path: String, statements: GeneratedStatements) {
         self.connection = connection
         self.catalog = catalog
         self.path = path
+        self.statements = statements
     }
 
     /// Runs one SQL statement with arguments.
@@ -28,12 +30,13 @@ public final class WriteTransaction {
     public func insert(_ entity: String, _ values: [String: DatabaseValue]) throws {
         let info = try entityInfo(entity)
         let names = values.keys.sorted()
-        for name in names where name != info.primaryKey.name && info.columnTypes[name] == nil {
-            throw unknownColumn(name, in: entity)
+        let sql = try statements.sql(for: .insert, entity: entity, columns: names) {
+            for name in names where name != info.primaryKey.name && info.columnTypes[name] == nil {
+                throw unknownColumn(name, in: entity)
+            }
+            return "INSERT INTO \(SchemaSQL.quote(entity))(\(names.map(SchemaSQL.quote).joined(separator: ", "))) VALUES ("
+                + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
         }
-        let sql =
-            "INSERT INTO \(SchemaSQL.quote(entity))(\(names.map(SchemaSQL.quote).joined(separator: ", "))) VALUES ("
-            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
         try connection.execute(sql, names.map { values[$0]! })
     }
 
@@ -43,12 +46,13 @@ public final class WriteTransaction {
         let info = try entityInfo(entity)
         let names = values.keys.sorted()
         guard !names.isEmpty else { return try row(entity, key: key) != nil }
-        for name in names where info.columnTypes[name] == nil {
-            throw unknownColumn(name, in: entity)
+        let sql = try statements.sql(for: .update, entity: entity, columns: names) {
+            for name in names where info.columnTypes[name] == nil {
+                throw unknownColumn(name, in: entity)
+            }
+            return "UPDATE \(SchemaSQL.quote(entity)) SET " + names.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ")
+                + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
         }
-        let sql =
-            "UPDATE \(SchemaSQL.quote(entity)) SET " + names.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ")
-            + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
         try connection.execute(sql, names.map { values[$0]! } + [key])
         return connection.changes > 0
     }
@@ -83,5 +87,27 @@ public final class WriteTransaction {
 
     private func unknownColumn(_ name: String, in entity: String) -> StoreError {
         StoreError(.unknownColumn, "'\(name)' is not a column of '\(entity)'", path: path)
+    }
+}
+
+/// The SQL that ``WriteTransaction`` generates, built once per entity and column set and reused by every
+/// later write: building and quoting it per row would cost more than the insert itself.
+final class GeneratedStatements {
+    enum Kind: Hashable { case insert, update }
+
+    private struct Key: Hashable {
+        let kind: Kind
+        let entity: String
+        let columns: [String]
+    }
+
+    private var cache: [Key: String] = [:]
+
+    func sql(for kind: Kind, entity: String, columns: [String], build: () throws -> String) throws -> String {
+        let key = Key(kind: kind, entity: entity, columns: columns)
+        if let sql = cache[key] { return sql }
+        let sql = try build()
+        cache[key] = sql
+        return sql
     }
 }

@@ -1,0 +1,68 @@
+import Foundation
+import LogsyncCore
+
+/// One pre-generated `Note` row, inserted identically into the plain baseline and the logsync store.
+struct NoteRow: Sendable {
+    var id: String
+    var title: String
+    var body: String
+    var rank: Int64
+    var score: Double
+
+    /// The row as arguments of ``NoteFixture/plainInsertSQL``, for `WriteTransaction.execute`.
+    var arguments: [DatabaseValue] { [.text(id), .text(title), .text(body), .integer(rank), .real(score)] }
+
+    /// The row as `WriteTransaction.insert` takes it.
+    var values: [String: DatabaseValue] {
+        ["id": .text(id), "title": .text(title), "body": .text(body), "rank": .integer(rank), "score": .real(score)]
+    }
+}
+
+/// The table the benchmarks write: one synced entity `Note`, and a plain table of exactly the same shape.
+enum NoteFixture {
+    static let schema = Schema(version: 1, entities: [
+        Entity(
+            "Note", primaryKey: PrimaryKey("id", .uuid),
+            attributes: [
+                Attribute("title", .text), Attribute("body", .text), Attribute("rank", .integer),
+                Attribute("score", .real),
+            ])
+    ])
+
+    /// The DDL the store generates for ``schema`` (checked at run time against the store's `sqlite_master`),
+    /// used verbatim for the plain baseline so that only history capture differs.
+    static let plainDDL = """
+        CREATE TABLE "Note" (
+          "id" TEXT PRIMARY KEY NOT NULL CHECK (typeof("id") = 'text' AND length("id") = 36),
+          "title" TEXT,
+          "body" TEXT,
+          "rank" INTEGER,
+          "score" REAL
+        )
+        """
+
+    static let plainInsertSQL = #"INSERT INTO "Note"("id", "title", "body", "rank", "score") VALUES (?, ?, ?, ?, ?)"#
+
+    /// `count` rows with fresh lowercase UUID keys, a short title, a 40-character body, and numbers.
+    static func rows(count: Int) -> [NoteRow] {
+        (0..<count).map { i in
+            let prefix = "body of note \(i): "
+            let body = prefix + String(repeating: "x", count: max(0, 40 - prefix.count))
+            return NoteRow(
+                id: UUID().uuidString.lowercased(), title: "title \(i)", body: body, rank: Int64(i),
+                score: Double(i) * 0.5)
+        }
+    }
+}
+
+extension PlainStatement {
+    /// Binds a row to ``NoteFixture/plainInsertSQL`` and runs it.
+    func insert(_ row: NoteRow) throws {
+        try bind(row.id, at: 1)
+        try bind(row.title, at: 2)
+        try bind(row.body, at: 3)
+        try bind(row.rank, at: 4)
+        try bind(row.score, at: 5)
+        try run()
+    }
+}
