@@ -1,6 +1,6 @@
 import Foundation
 import LogsyncCore
-import LogsyncStore
+@testable import LogsyncStore
 import Testing
 
 @Suite("Remote change detection", .serialized)
@@ -67,17 +67,5 @@ struct CommitMonitorTests {
         let cpu = try #require(Double(line.split(separator: " ")[1]))
         print("watch process CPU over 2 s (including start-up): \(cpu) ms")
         #expect(cpu < 400, "a spinning monitor would use ~2000 ms")
-    }
-}
-
-/// A value behind a lock, for tests that collect results from tasks.
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }
