@@ -1,0 +1,109 @@
+/// A column value with the clock of the write that set it: a last-writer-wins register.
+public struct Register: Sendable, Hashable {
+    public var value: DatabaseValue
+    public var clock: Clock
+
+    public init(_ value: DatabaseValue, _ clock: Clock) {
+        self.value = value
+        self.clock = clock
+    }
+}
+
+/// Everything the merge knows about one row, whatever order its changes arrived in.
+///
+/// The state is a join-semilattice: merging the same changes in any order, any number of times, gives the
+/// same state.
+public struct RowState: Sendable, Hashable {
+    /// Causal length: 0 never seen, odd exists, even deleted. Each insert after a delete and each delete
+    /// adds one.
+    public var causalLength: UInt64
+    /// The column registers written at ``causalLength``; registers of earlier lives are dropped when the
+    /// causal length grows.
+    public var columns: [String: Register]
+    /// The latest delete of this row, at any causal length. Delete rules compare it with the clocks of
+    /// references to the row.
+    public var deletedAt: Clock?
+
+    public init(causalLength: UInt64 = 0, columns: [String: Register] = [:], deletedAt: Clock? = nil) {
+        self.causalLength = causalLength
+        self.columns = columns
+        self.deletedAt = deletedAt
+    }
+
+    public var exists: Bool { causalLength % 2 == 1 }
+
+    /// Merges one change written at `clock`. Returns whether the state changed.
+    @discardableResult
+    public mutating func merge(_ change: LogChange, at clock: Clock) -> Bool {
+        let before = self
+        if change.kind == .delete, deletedAt.map({ clock > $0 }) ?? true {
+            deletedAt = clock
+        }
+        if change.causalLength > causalLength {
+            causalLength = change.causalLength
+            columns = [:]
+        }
+        if change.causalLength == causalLength, change.causalLength % 2 == 1 {
+            for (name, value) in change.values where columns[name].map({ clock > $0.clock }) ?? true {
+                columns[name] = Register(value, clock)
+            }
+        }
+        return self != before
+    }
+
+    /// Merges another replica's state of the same row.
+    public mutating func merge(_ other: RowState) {
+        if let otherDelete = other.deletedAt, deletedAt.map({ otherDelete > $0 }) ?? true {
+            deletedAt = otherDelete
+        }
+        if other.causalLength > causalLength {
+            causalLength = other.causalLength
+            columns = other.columns
+        } else if other.causalLength == causalLength {
+            for (name, register) in other.columns where columns[name].map({ register.clock > $0.clock }) ?? true {
+                columns[name] = register
+            }
+        }
+    }
+}
+
+/// Identifies a row across nodes.
+public struct RowKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var entity: String
+    public var primaryKey: DatabaseValue
+
+    public init(_ entity: String, _ primaryKey: DatabaseValue) {
+        self.entity = entity
+        self.primaryKey = primaryKey
+    }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        lhs.entity != rhs.entity ? lhs.entity < rhs.entity : lhs.primaryKey.sortsBefore(rhs.primaryKey)
+    }
+
+    public var description: String { "\(entity)(\(primaryKey))" }
+}
+
+extension DatabaseValue {
+    /// A total order used to pick deterministic winners (e.g. of unique-key collisions): SQLite's own
+    /// order of storage classes (NULL < numbers < text < blob), then values.
+    public func sortsBefore(_ other: DatabaseValue) -> Bool {
+        func rank(_ value: DatabaseValue) -> Int {
+            switch value {
+            case .null: return 0
+            case .integer, .real: return 1
+            case .text: return 2
+            case .blob: return 3
+            }
+        }
+        switch (self, other) {
+        case (.integer(let a), .integer(let b)): return a < b
+        case (.real(let a), .real(let b)): return a < b
+        case (.integer(let a), .real(let b)): return Double(a) < b
+        case (.real(let a), .integer(let b)): return a < Double(b)
+        case (.text(let a), .text(let b)): return Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8))
+        case (.blob(let a), .blob(let b)): return a.lexicographicallyPrecedes(b)
+        default: return rank(self) < rank(other)
+        }
+    }
+}
