@@ -2,8 +2,8 @@ import Foundation
 import LogsyncCore
 import Testing
 
-/// Seeded PRNG (SplitMix64): reproducible runs from a printed seed.
-struct SplitMix64: RandomNumberGenerator {
+/// Seeded PRNG (MergeTestRandom): reproducible runs from a printed seed.
+struct MergeTestRandom: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
@@ -146,7 +146,7 @@ struct MergePropertyTests {
         var collisions = 0
         var cascades = 0
         for seed in Self.seeds {
-            var rng = SplitMix64(seed: seed)
+            var rng = MergeTestRandom(seed: seed)
             let nodeCount = Int.random(in: 3...5, using: &rng)
             var nodes = (0..<nodeCount).map { SimulatedNode(id: NodeID("node-\($0)"), physical: 1_000 + UInt64.random(in: 0...50, using: &rng)) }
             var everything: [(NodeID, LogTransaction)] = []

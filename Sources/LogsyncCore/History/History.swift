@@ -18,11 +18,26 @@ public enum Origin: Sendable, Hashable, CustomStringConvertible {
     case local
     /// Imported from another node, identified by its node id.
     case remote(String)
+    /// Written by logsync's merge to keep the synced tables equal to the merged state (a unique-key loser
+    /// reappearing after its survivor was deleted, say). Never exported.
+    case merge
+
+    /// How the origin is stored in the history log's `origin` column (NULL for local).
+    public static let mergeStorageValue = "~merge"
+
+    public init(storageValue: String?) {
+        switch storageValue {
+        case nil: self = .local
+        case Self.mergeStorageValue?: self = .merge
+        case let node?: self = .remote(node)
+        }
+    }
 
     public var description: String {
         switch self {
         case .local: return "local"
         case .remote(let node): return node
+        case .merge: return "merge"
         }
     }
 }

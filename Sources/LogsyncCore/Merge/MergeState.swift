@@ -20,7 +20,7 @@ public struct MergeState: Sendable, Hashable {
 
     /// The visible tables under `schema`'s delete rules and unique keys.
     public func project(_ schema: Schema) -> Projection {
-        MergeProjector(schema: schema, rows: rows).run()
+        MergeProjector(schema: schema, rows: rows).evaluate().projection
     }
 }
 
@@ -53,16 +53,25 @@ public struct Projection: Sendable, Hashable {
 ///    get here, since earlier ones hide their row). A reference to a row never seen is kept: its insert may
 ///    still be on its way.
 /// 5. Columns without a register take the attribute's default, else NULL.
-struct MergeProjector {
+///
+/// The store evaluates it on the neighbourhood of the rows a transaction changed; rows whose state is not
+/// in `rows` count as never seen.
+package struct MergeProjector {
     let schema: Schema
     let rows: [RowKey: RowState]
+
+    package init(schema: Schema, rows: [RowKey: RowState]) {
+        self.schema = schema
+        self.rows = rows
+    }
 
     private final class Memo {
         var effectiveDelete: [RowKey: Clock?] = [:]
         var visiting: Set<RowKey> = []
     }
 
-    func run() -> Projection {
+    /// The visible tables, and for each hidden unique-key loser the primary key of its survivor.
+    package func evaluate() -> (projection: Projection, aliases: [RowKey: DatabaseValue]) {
         let memo = Memo()
         var visible: [String: [DatabaseValue]] = [:]
         for (key, state) in rows where state.exists {
@@ -111,7 +120,7 @@ struct MergeProjector {
             }
             tables[entity.name] = table
         }
-        return Projection(tables: tables)
+        return (Projection(tables: tables), alias)
     }
 
     private func resolveReference(

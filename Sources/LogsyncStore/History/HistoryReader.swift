@@ -28,7 +28,7 @@ struct HistoryReader {
                 token: HistoryToken(statement.int64(at: 0)),
                 timestamp: HLCTimestamp(storageValue: statement.int64(at: 6)),
                 author: statement.text(at: 7), contextName: statement.text(at: 8),
-                origin: statement.text(at: 9).map(Origin.remote) ?? .local,
+                origin: Origin(storageValue: statement.text(at: 9)),
                 changes: changes)
             changes = []
             if filter.admits(&transaction) { result.append(transaction) }

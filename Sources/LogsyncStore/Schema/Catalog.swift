@@ -19,6 +19,8 @@ struct Catalog: Sendable {
         }
 
         var primaryKey: PrimaryKey { entity.primaryKey! }
+
+        func bit(of column: String) -> Int? { columns.firstIndex(of: column) }
     }
 
     let schema: Schema

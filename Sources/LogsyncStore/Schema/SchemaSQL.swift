@@ -31,7 +31,65 @@ enum SchemaSQL {
             context TEXT,
             origin TEXT
         );
+        CREATE TABLE IF NOT EXISTS _ls_state(id INTEGER PRIMARY KEY CHECK (id = 1), merging INTEGER NOT NULL);
+        INSERT OR IGNORE INTO _ls_state(id, merging) VALUES (1, 0);
+        CREATE TABLE IF NOT EXISTS _ls_node(idx INTEGER PRIMARY KEY, node TEXT NOT NULL UNIQUE);
+        CREATE TABLE IF NOT EXISTS _ls_row(
+            entity INTEGER NOT NULL,
+            pk NOT NULL,
+            cl INTEGER NOT NULL,
+            state BLOB NOT NULL,
+            PRIMARY KEY (entity, pk)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_ref(
+            target_entity INTEGER NOT NULL,
+            target NOT NULL,
+            entity INTEGER NOT NULL,
+            pk NOT NULL,
+            PRIMARY KEY (target_entity, target, entity, pk)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_alias(
+            entity INTEGER NOT NULL,
+            pk NOT NULL,
+            survivor NOT NULL,
+            PRIMARY KEY (entity, pk)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS _ls_alias_survivor ON _ls_alias(entity, survivor);
+        CREATE TABLE IF NOT EXISTS _ls_outbox(
+            first_seq INTEGER PRIMARY KEY,
+            last_seq INTEGER NOT NULL,
+            bytes BLOB NOT NULL,
+            shipped INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE IF NOT EXISTS _ls_cursor(
+            node TEXT PRIMARY KEY NOT NULL,
+            last_seq INTEGER NOT NULL,
+            last_hlc INTEGER NOT NULL,
+            applied_at INTEGER NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS _ls_segment(
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            PRIMARY KEY (node, first_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_quarantine(
+            id INTEGER PRIMARY KEY,
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            location TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            UNIQUE (node, first_seq, last_seq, location)
+        );
         """
+
+    /// Delete-rule triggers stand aside while the merge writes the projection: the merge applies the same
+    /// rules itself, order-independently (see `docs/merge.md`). The flag is only ever set inside the
+    /// merge's own uncommitted transaction, so every other writer sees 0.
+    static let unlessMerging = "(SELECT merging FROM _ls_state WHERE id = 1) = 0"
 
     static func quote(_ identifier: String) -> String {
         // Validated schema names never contain a quote; only other names need escaping.
@@ -162,14 +220,14 @@ enum SchemaSQL {
             case .cascade:
                 statements.append(
                     """
-                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) BEGIN
+                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) WHEN \(unlessMerging) BEGIN
                       DELETE FROM \(child) WHERE \(column) = \(parentKey);
                     END
                     """)
             case .nullify:
                 statements.append(
                     """
-                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) BEGIN
+                    CREATE TRIGGER "\(name)" AFTER DELETE ON \(parent) WHEN \(unlessMerging) BEGIN
                       UPDATE \(child) SET \(column) = NULL WHERE \(column) = \(parentKey);
                     END
                     """)
@@ -180,7 +238,7 @@ enum SchemaSQL {
                 statements.append(
                     """
                     CREATE TRIGGER "\(name)" BEFORE DELETE ON \(parent)
-                      WHEN EXISTS (SELECT 1 FROM \(child) WHERE \(column) = \(parentKey)) BEGIN
+                      WHEN \(unlessMerging) AND EXISTS (SELECT 1 FROM \(child) WHERE \(column) = \(parentKey)) BEGIN
                       SELECT RAISE(ABORT, \(literal(message)));
                     END
                     """)

@@ -24,6 +24,7 @@ public final class Store: Sendable {
     struct WriterState {
         let connection: Connection
         var clock: HybridLogicalClock
+        var nodes: NodeTable
         let statements = GeneratedStatements()
     }
 
@@ -61,7 +62,8 @@ public final class Store: Sendable {
             try readerConnection.execute("PRAGMA query_only = 1")
             self.catalog = catalog
             self.nodeID = node
-            self.writer = Locked(WriterState(connection: connection, clock: HybridLogicalClock()))
+            self.writer = Locked(
+                WriterState(connection: connection, clock: HybridLogicalClock(), nodes: try NodeTable(connection: connection)))
             self.reader = Locked(readerConnection)
         } catch {
             if !existed { Self.removeFiles(of: path) }
@@ -86,12 +88,12 @@ public final class Store: Sendable {
 
     /// What a commit marker records about the transaction it closes.
     struct Marker {
-        var author: String?
-        var context: String?
-        /// The node the transaction came from; nil for local transactions.
-        var origin: String?
+        var author: String? = nil
+        var context: String? = nil
+        /// The node the transaction came from (or ``Origin/mergeStorageValue``); nil for local transactions.
+        var origin: String? = nil
         /// The transaction's clock when it was imported; nil to take the next local tick.
-        var timestamp: HLCTimestamp?
+        var timestamp: HLCTimestamp? = nil
     }
 
     /// The write path shared by local writes and imports: seal whatever foreign writers left, run the
@@ -121,7 +123,7 @@ public final class Store: Sendable {
     /// Inside a write transaction: closes changes left by foreign writers with a marker of their own, so
     /// they precede the caller's changes in history, and brings the clock past the newest marker.
     /// Returns the last `seq` in the log afterwards.
-    private func sealPending(_ state: inout WriterState) throws -> Int64 {
+    func sealPending(_ state: inout WriterState) throws -> Int64 {
         let connection = state.connection
         let last = try connection.rows("SELECT seq, kind, hlc FROM _ls_log ORDER BY seq DESC LIMIT 1").first
         guard let last, case .integer(let seq) = last[0], case .integer(let kind) = last[1] else { return 0 }
@@ -138,9 +140,35 @@ public final class Store: Sendable {
         return try appendMarker(Marker(), ifLogGrewPast: seq - 1, state: &state)?.rawValue ?? seq
     }
 
+    /// Runs `body` in a write transaction for the sync engine: foreign changes are sealed first, and the
+    /// merging flag is set so delete-rule triggers leave the projection to the merge. `body` appends its
+    /// own markers. Rolled back entirely if anything throws.
+    func syncTransaction<T>(_ body: (inout WriterState, _ lastSeq: Int64) throws -> T) throws -> T {
+        try writer.withLock { state in
+            let connection = state.connection
+            do {
+                try connection.execute("BEGIN IMMEDIATE")
+            } catch {
+                throw Self.storeError(error, path: path, doing: "starting a sync transaction")
+            }
+            do {
+                let last = try sealPending(&state)
+                try connection.execute("UPDATE _ls_state SET merging = 1 WHERE id = 1")
+                let result = try body(&state, last)
+                try connection.execute("UPDATE _ls_state SET merging = 0 WHERE id = 1")
+                try connection.execute("COMMIT")
+                return result
+            } catch {
+                try? connection.execute("ROLLBACK")
+                try? state.nodes.reload(connection: connection)
+                throw Self.storeError(error, path: path, doing: "syncing")
+            }
+        }
+    }
+
     /// Closes the changes appended after `seq` with a marker, in one statement that appends nothing when
     /// there are none. Returns the new transaction's token, or nil when no synced row changed.
-    private func appendMarker(_ marker: Marker, ifLogGrewPast seq: Int64, state: inout WriterState) throws -> HistoryToken? {
+    func appendMarker(_ marker: Marker, ifLogGrewPast seq: Int64, state: inout WriterState) throws -> HistoryToken? {
         let now = WallClock.milliseconds()
         let timestamp: HLCTimestamp
         if let imported = marker.timestamp {

@@ -1,0 +1,165 @@
+import LogsyncCore
+
+/// The byte form of a ``RowState`` in `_ls_row.state`: the latest delete's clock, then one register per
+/// column (column bit, clock, value). Node ids are stored as small indexes into `_ls_node`.
+enum RowStateCoding {
+    static func encode(_ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16 + state.columns.count * 24)
+        if let deleted = state.deletedAt {
+            out.append(1)
+            appendFixed(deleted.timestamp.rawValue, to: &out)
+            appendVarint(UInt64(try nodes.index(of: deleted.node, connection: connection)), to: &out)
+        } else {
+            out.append(0)
+        }
+        let registers = state.columns.compactMap { name, register in info.bit(of: name).map { ($0, register) } }.sorted { $0.0 < $1.0 }
+        appendVarint(UInt64(registers.count), to: &out)
+        for (bit, register) in registers {
+            appendVarint(UInt64(bit), to: &out)
+            appendFixed(register.clock.timestamp.rawValue, to: &out)
+            appendVarint(UInt64(try nodes.index(of: register.clock.node, connection: connection)), to: &out)
+            appendValue(register.value, to: &out)
+        }
+        return out
+    }
+
+    static func decode(_ bytes: [UInt8], causalLength: UInt64, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState {
+        var reader = ByteReader(bytes)
+        var state = RowState(causalLength: causalLength)
+        if try reader.byte() == 1 {
+            let timestamp = HLCTimestamp(rawValue: try reader.fixed())
+            state.deletedAt = Clock(timestamp, try nodes.node(at: Int64(try reader.varint())))
+        }
+        let count = try reader.varint()
+        for _ in 0..<count {
+            let bit = Int(try reader.varint())
+            let timestamp = HLCTimestamp(rawValue: try reader.fixed())
+            let node = try nodes.node(at: Int64(try reader.varint()))
+            let value = try reader.value()
+            guard bit < info.columns.count else { throw corrupt("column bit \(bit) out of range") }
+            state.columns[info.columns[bit]] = Register(value, Clock(timestamp, node))
+        }
+        return state
+    }
+
+    static func corrupt(_ message: String) -> StoreError {
+        StoreError(.notADatabase, "a row state in _ls_row is damaged: \(message)")
+    }
+
+    static func appendFixed(_ value: UInt64, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
+    }
+
+    static func appendVarint(_ value: UInt64, to out: inout [UInt8]) {
+        var v = value
+        while v >= 0x80 {
+            out.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        out.append(UInt8(v))
+    }
+
+    static func appendValue(_ value: DatabaseValue, to out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(0)
+        case .integer(let v):
+            out.append(1)
+            appendFixed(UInt64(bitPattern: v), to: &out)
+        case .real(let v):
+            out.append(2)
+            appendFixed(v.bitPattern, to: &out)
+        case .text(let v):
+            out.append(3)
+            appendVarint(UInt64(v.utf8.count), to: &out)
+            out.append(contentsOf: v.utf8)
+        case .blob(let v):
+            out.append(4)
+            appendVarint(UInt64(v.count), to: &out)
+            out.append(contentsOf: v)
+        }
+    }
+
+    struct ByteReader {
+        let bytes: [UInt8]
+        var offset = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        mutating func byte() throws -> UInt8 {
+            guard offset < bytes.count else { throw corrupt("truncated") }
+            defer { offset += 1 }
+            return bytes[offset]
+        }
+
+        mutating func fixed() throws -> UInt64 {
+            guard offset + 8 <= bytes.count else { throw corrupt("truncated") }
+            var value: UInt64 = 0
+            for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
+            offset += 8
+            return value
+        }
+
+        mutating func varint() throws -> UInt64 {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                let b = try byte()
+                guard shift < 64 else { throw corrupt("varint too long") }
+                result |= UInt64(b & 0x7f) << shift
+                if b & 0x80 == 0 { return result }
+                shift += 7
+            }
+        }
+
+        mutating func bytes(_ count: UInt64) throws -> ArraySlice<UInt8> {
+            guard count <= UInt64(bytes.count - offset) else { throw corrupt("truncated") }
+            defer { offset += Int(count) }
+            return bytes[offset..<offset + Int(count)]
+        }
+
+        mutating func value() throws -> DatabaseValue {
+            switch try byte() {
+            case 0: return .null
+            case 1: return .integer(Int64(bitPattern: try fixed()))
+            case 2: return .real(Double(bitPattern: try fixed()))
+            case 3: return .text(String(decoding: try bytes(try varint()), as: UTF8.self))
+            case 4: return .blob(Array(try bytes(try varint())))
+            case let tag: throw corrupt("unknown value tag \(tag)")
+            }
+        }
+    }
+}
+
+/// Node ids ↔ the small integers that row states store. Loaded once, extended as new nodes appear.
+struct NodeTable {
+    private var byIndex: [Int64: NodeID] = [:]
+    private var byNode: [NodeID: Int64] = [:]
+
+    init(connection: Connection) throws {
+        for row in try connection.rows("SELECT idx, node FROM _ls_node") {
+            guard case .integer(let index) = row[0], case .text(let node) = row[1] else { continue }
+            byIndex[index] = NodeID(node)
+            byNode[NodeID(node)] = index
+        }
+    }
+
+    mutating func index(of node: NodeID, connection: Connection) throws -> Int64 {
+        if let index = byNode[node] { return index }
+        try connection.execute("INSERT INTO _ls_node(node) VALUES (?)", [.text(node.rawValue)])
+        let index = connection.lastInsertedRowID
+        byIndex[index] = node
+        byNode[node] = index
+        return index
+    }
+
+    func node(at index: Int64) throws -> NodeID {
+        guard let node = byIndex[index] else { throw RowStateCoding.corrupt("unknown node index \(index)") }
+        return node
+    }
+
+    /// Forgets indexes added by a transaction that rolled back.
+    mutating func reload(connection: Connection) throws {
+        self = try NodeTable(connection: connection)
+    }
+}
