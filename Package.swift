@@ -4,7 +4,8 @@
 // Modules are layered; each depends only on the ones above it in this list:
 //
 //   CSQLite       the one place that crosses into libsqlite3 (system library + shim)
-//   LogsyncCore   pure types: values, schema declaration, hybrid logical clock, history types
+//   CZlib         the one place that crosses into zlib (segment compression and checksums)
+//   LogsyncCore   pure types: values, schema, hybrid logical clock, history types, merge rules, segment codec
 //   LogsyncStore  the SQLite store: schema registration, history capture, history API, change monitor
 //
 import PackageDescription
@@ -28,7 +29,8 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        .target(name: "LogsyncCore"),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .target(name: "LogsyncCore", dependencies: ["CZlib"]),
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore"]),
         .executableTarget(
             name: "logsync",
