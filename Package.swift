@@ -3,10 +3,13 @@
 // logsync — multi-device sync for SQLite stores on Linux.
 // Modules are layered; each depends only on the ones above it in this list:
 //
-//   CSQLite       the one place that crosses into libsqlite3 (system library + shim)
-//   CZlib         the one place that crosses into zlib (segment compression and checksums)
-//   LogsyncCore   pure types: values, schema, hybrid logical clock, history types, merge rules, segment codec
-//   LogsyncStore  the SQLite store: schema registration, history capture, history API, change monitor
+//   CSQLite           the one place that crosses into libsqlite3 (system library + shim)
+//   CZlib             the one place that crosses into zlib (segment compression and checksums)
+//   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno
+//   LogsyncCore       pure: values, schema, hybrid logical clock, history types, merge rules, segment codec
+//   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
+//   LogsyncTransport  moving segments between nodes: the Transport protocol, the shared directory
+//   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
 //
 import PackageDescription
 
@@ -16,6 +19,7 @@ let package = Package(
     products: [
         .library(name: "LogsyncCore", targets: ["LogsyncCore"]),
         .library(name: "LogsyncStore", targets: ["LogsyncStore"]),
+        .library(name: "LogsyncSync", targets: ["LogsyncSync"]),
         .executable(name: "logsync", targets: ["logsync"]),
         .executable(name: "logsync-bench", targets: ["logsync-bench"]),
     ],
@@ -31,11 +35,16 @@ let package = Package(
         ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
-        .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore"]),
+        .target(name: "LogsyncPlatform"),
+        .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .executableTarget(
             name: "logsync",
             dependencies: [
                 "LogsyncStore",
+                "LogsyncSync",
+                "LogsyncTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -47,8 +56,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore"]),
-        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite"]),
+        // Temp directories and real child processes for the tests (and, later, the multi-node kit).
+        .target(name: "LogsyncTestKit"),
+        .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncSync
+import LogsyncTransport
 
 struct Exec: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -130,5 +132,39 @@ enum HistoryFormatter {
             lines.append(line)
         }
         return lines.joined(separator: "\n")
+    }
+}
+
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run one sync round through a shared folder: export, publish, verify and apply other nodes' segments.",
+        discussion: "Prints one line per published or applied segment and a summary; exits 0 when the round completed.")
+
+    @OptionGroup var options: StoreOptionGroup
+    @Option(help: "The shared folder (must exist).") var shared: String
+    @Option(help: "Account whose logs to exchange.") var account: String = "default"
+    @Option(help: "At most this many changes per exported segment.") var segmentChanges: Int = 2_000
+
+    func run() throws {
+        try reportingErrors {
+            let store = try options.open()
+            let transport: DirectoryTransport
+            do {
+                transport = try DirectoryTransport(root: shared, account: account, node: NodeID(store.nodeID))
+            } catch {
+                FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
+                throw ExitCode(ExitCodes.storeError)
+            }
+            let engine = SyncEngine(
+                store: store, transport: transport,
+                configuration: SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges))
+            let report = try engine.sync()
+            for name in report.published { print("published \(name)") }
+            for name in report.applied { print("applied \(name)") }
+            for rejected in report.rejected { print("rejected \(rejected)") }
+            for name in report.quarantined { print("quarantined \(name)") }
+            for file in report.ignored { print("ignored \(file)") }
+            printFlushed("synced: \(report)")
+        }
     }
 }

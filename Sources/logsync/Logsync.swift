@@ -8,7 +8,7 @@ struct Logsync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync",
         abstract: "Inspect and write logsync stores: SQLite files with persistent history.",
-        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self]
+        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self]
     )
 }
 

@@ -1,19 +1,7 @@
 import Foundation
 import LogsyncCore
+import LogsyncTestKit
 import Testing
-
-/// Seeded PRNG (MergeTestRandom): reproducible runs from a printed seed.
-struct MergeTestRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// A node of the simulation: it writes against what it can see (its own projection), as an app would,
 /// including the local consequences its store's delete-rule triggers would add.
@@ -146,7 +134,7 @@ struct MergePropertyTests {
         var collisions = 0
         var cascades = 0
         for seed in Self.seeds {
-            var rng = MergeTestRandom(seed: seed)
+            var rng = SeededRandom(seed: seed)
             let nodeCount = Int.random(in: 3...5, using: &rng)
             var nodes = (0..<nodeCount).map { SimulatedNode(id: NodeID("node-\($0)"), physical: 1_000 + UInt64.random(in: 0...50, using: &rng)) }
             var everything: [(NodeID, LogTransaction)] = []

@@ -1,22 +1,13 @@
 @testable import LogsyncCore
+import LogsyncTestKit
 import Testing
 
 // MARK: - Fixtures
 
-/// SplitMix64: a tiny, well-mixed, seeded generator, so every run tests the same inputs.
-private struct SegmentTestRandom: RandomNumberGenerator {
-    var state: UInt64
+/// The shared seeded generator, with the two draws these tests use most.
+private typealias SegmentTestRandom = SeededRandom
 
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SeededRandom {
     mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
     mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
 }

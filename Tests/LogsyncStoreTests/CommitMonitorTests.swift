@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 @testable import LogsyncStore
+import LogsyncTestKit
 import Testing
 
 @Suite("Remote change detection", .serialized)

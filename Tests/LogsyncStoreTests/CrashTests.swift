@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTestKit
 import Testing
 
 /// A writer killed with SIGKILL in the middle of a transaction leaves neither partial data nor partial

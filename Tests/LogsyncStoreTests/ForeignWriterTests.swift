@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTestKit
 import Testing
 
 /// Writes by processes that do not use logsync: the `sqlite3` shell and Python's sqlite3 module.

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTestKit
 import Testing
 
 @Suite("History capture of library writes")

@@ -1,20 +1,8 @@
 import Foundation
 import LogsyncCore
 @testable import LogsyncStore
+import LogsyncTestKit
 import Testing
-
-/// A seeded PRNG for reproducible store simulations.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// One real store of the simulation, with the log transactions it has exported so far.
 final class SimulatedStore {
@@ -126,7 +114,7 @@ struct StoreConvergenceTests {
     @Test("stores writing concurrently and exchanging logs in per-node order with re-deliveries converge to the reference")
     func storesConverge() throws {
         for seed in Self.seeds {
-            var rng = SeededGenerator(seed: seed)
+            var rng = SeededRandom(seed: seed)
             let directory = try TemporaryDirectory("conv")
             let count = Int.random(in: 3...4, using: &rng)
             let nodes = try (0..<count).map { try SimulatedStore(directory: directory, name: "n\($0)") }

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTestKit
 import Testing
 
 /// Bad input at open: each gives an error that says what and where, and nothing is half-created.

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 
 extension Store {
     /// Notifies of commits by any connection or process, as the new history token — the analogue of Core

@@ -271,6 +271,14 @@ public final class Store: Sendable {
         try reading { try $0.int64("PRAGMA data_version") ?? 0 }
     }
 
+    /// Runs `body` with `synchronous=FULL`, so its commits are on disk before it returns.
+    func durably<T>(_ body: () throws -> T) throws -> T {
+        guard options.durability != .full else { return try body() }
+        try writer.withLock { try $0.connection.execute("PRAGMA synchronous = FULL") }
+        defer { _ = try? writer.withLock { try $0.connection.execute("PRAGMA synchronous = NORMAL") } }
+        return try body()
+    }
+
     /// Copies the WAL into the database file (`PRAGMA wal_checkpoint(TRUNCATE)`).
     public func checkpoint() throws {
         try writer.withLock { state in
@@ -300,12 +308,12 @@ public final class Store: Sendable {
             throw StoreError(
                 .notWritable,
                 "cannot open store \(path): directory \(directory) is not writable (the store needs to create its -wal and -shm files there)",
-                path: directory, cause: SystemError(call: "access", errno: errno))
+                path: directory, cause: SystemError.last("access", path: directory))
         }
         guard FileManager.default.fileExists(atPath: path) else { return false }
         guard access(path, R_OK | W_OK) == 0 else {
             throw StoreError(.notWritable, "cannot open store \(path): the file is not readable and writable", path: path,
-                             cause: SystemError(call: "access", errno: errno))
+                             cause: SystemError.last("access", path: path))
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw StoreError(.notWritable, "cannot read store file \(path)", path: path)

@@ -1,7 +1,5 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LogsyncCore
+@_exported import struct LogsyncPlatform.SystemError
 
 /// Why a store operation failed: a code to switch on, a message that says what and where, and the
 /// underlying cause when there is one.
@@ -69,13 +67,6 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// An errno value captured right after the failing call, with the call's name.
-public struct SystemError: Error, Sendable, CustomStringConvertible {
-    public var call: String
-    public var errno: Int32
-
-    public var description: String { "\(call): \(String(cString: strerror(errno))) (errno \(errno))" }
-}
 
 /// Carries the text of an error that is not itself `Sendable`.
 struct SendableDescription: Error, Sendable, CustomStringConvertible {

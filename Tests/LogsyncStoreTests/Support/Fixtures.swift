@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTestKit
 
 /// The schema most store tests use: folders holding notes (cascade), notes tagged by labels (nullify),
 /// and owners that cannot be deleted while a folder points at them (deny).

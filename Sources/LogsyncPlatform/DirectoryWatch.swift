@@ -2,16 +2,19 @@
 import Glibc
 #endif
 
-/// An inotify watch on one directory, with a pipe to wake the waiting thread on shutdown. The only
-/// place the store calls inotify and poll(2).
-final class DirectoryWatch: @unchecked Sendable {
+/// An inotify watch on directories, with a pipe to wake the waiting thread on shutdown. The only place
+/// logsync calls inotify and poll(2).
+///
+/// The file descriptors are fixed at creation; `add` and `wait` may be called from different threads
+/// (inotify allows it), `stop` from any thread.
+public final class DirectoryWatch: @unchecked Sendable {
     private let inotifyFD: Int32
     private let wakeRead: Int32
     private let wakeWrite: Int32
 
     /// Returns nil when inotify is not available (some containers, exhausted watch limits); the caller
     /// then polls.
-    init?(directory: String) {
+    public init?(directory: String) {
         let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
@@ -39,10 +42,17 @@ final class DirectoryWatch: @unchecked Sendable {
         close(wakeWrite)
     }
 
-    enum Wake { case event, timeout, stopped }
+    public enum Wake: Sendable { case event, timeout, stopped }
+
+    /// Adds another directory to the same watch; false when inotify refuses (missing directory, limits).
+    @discardableResult
+    public func add(directory: String) -> Bool {
+        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
+        return inotify_add_watch(inotifyFD, directory, mask) >= 0
+    }
 
     /// Blocks until a file in the directory changes, `timeoutMilliseconds` pass, or ``stop()`` is called.
-    func wait(timeoutMilliseconds: Int32) -> Wake {
+    public func wait(timeoutMilliseconds: Int32) -> Wake {
         var fds = [pollfd(fd: inotifyFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
         let ready = poll(&fds, 2, timeoutMilliseconds)
         if ready <= 0 { return .timeout }
@@ -56,7 +66,7 @@ final class DirectoryWatch: @unchecked Sendable {
         while buffer.withUnsafeMutableBytes({ read(inotifyFD, $0.baseAddress, $0.count) }) > 0 {}
     }
 
-    func stop() {
+    public func stop() {
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
     }

@@ -2,10 +2,10 @@ import Foundation
 
 /// A fresh directory per test under /tmp (short paths keep Unix socket names legal later), removed when
 /// the value is deinitialized.
-final class TemporaryDirectory: Sendable {
-    let path: String
+public final class TemporaryDirectory: Sendable {
+    public let path: String
 
-    init(_ label: String = "t") throws {
+    public init(_ label: String = "t") throws {
         let base = "/tmp/lstest-\(label)-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         path = base
@@ -15,11 +15,11 @@ final class TemporaryDirectory: Sendable {
         try? FileManager.default.removeItem(atPath: path)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    public func file(_ name: String) -> String { path + "/" + name }
 
     /// Writes `text` to a file in this directory and returns its path.
     @discardableResult
-    func write(_ name: String, _ text: String) throws -> String {
+    public func write(_ name: String, _ text: String) throws -> String {
         let target = file(name)
         try text.write(toFile: target, atomically: true, encoding: .utf8)
         return target

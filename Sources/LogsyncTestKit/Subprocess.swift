@@ -2,26 +2,27 @@ import Foundation
 
 /// Where the package's executables are built: `.build/debug` next to the sources, unless
 /// `LOGSYNC_BIN_DIR` says otherwise. `scripts/test.sh` builds them before the tests run.
-enum Products {
-    static var directory: String {
+public enum Products {
+    public static var directory: String {
         if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"] { return override }
+        // Sources/LogsyncTestKit/Subprocess.swift → the package root.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         return root.appendingPathComponent(".build/debug").path
     }
 
-    static func path(_ name: String) -> String { directory + "/" + name }
+    public static func path(_ name: String) -> String { directory + "/" + name }
 }
 
 /// A real child process whose output lines can be awaited with a deadline.
-final class Subprocess: @unchecked Sendable {
-    let process = Process()
+public final class Subprocess: @unchecked Sendable {
+    public let process = Process()
     private let lock = NSLock()
     private var stdoutText = ""
     private var stderrText = ""
     private let stdinPipe = Pipe()
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
@@ -44,7 +45,7 @@ final class Subprocess: @unchecked Sendable {
     }
 
     /// Runs a command to completion (bounded by `timeout`) and returns its exit status and output.
-    static func run(
+    public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Duration = .seconds(60)
     ) async throws -> (status: Int32, stdout: String, stderr: String) {
         let child = try Subprocess(executable, arguments, environment: environment)
@@ -53,19 +54,19 @@ final class Subprocess: @unchecked Sendable {
         return (status, child.stdout, child.stderr)
     }
 
-    var stdout: String { lock.withLock { stdoutText } }
-    var stderr: String { lock.withLock { stderrText } }
+    public var stdout: String { lock.withLock { stdoutText } }
+    public var stderr: String { lock.withLock { stderrText } }
 
-    func send(_ text: String) throws {
+    public func send(_ text: String) throws {
         try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
     }
 
-    func closeInput() throws {
+    public func closeInput() throws {
         try stdinPipe.fileHandleForWriting.close()
     }
 
     /// Waits until stdout has a line starting with `prefix` and returns that line.
-    func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
+    public func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
@@ -81,7 +82,7 @@ final class Subprocess: @unchecked Sendable {
         throw SubprocessError.timedOut(waitingFor: prefix, stdout: stdout, stderr: stderr)
     }
 
-    func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             guard ContinuousClock.now < deadline else {
@@ -95,7 +96,7 @@ final class Subprocess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    func kill9() async throws {
+    public func kill9() async throws {
         kill(process.processIdentifier, SIGKILL)
         _ = try await waitForExit(timeout: .seconds(10))
     }
@@ -105,11 +106,11 @@ final class Subprocess: @unchecked Sendable {
     }
 }
 
-enum SubprocessError: Error, CustomStringConvertible {
+public enum SubprocessError: Error, CustomStringConvertible {
     case timedOut(waitingFor: String, stdout: String, stderr: String)
     case exited(status: Int32, stdout: String, stderr: String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .timedOut(let what, let out, let err): return "timed out waiting for \(what); stdout: \(out) stderr: \(err)"
         case .exited(let status, let out, let err): return "exited with \(status); stdout: \(out) stderr: \(err)"
@@ -118,11 +119,11 @@ enum SubprocessError: Error, CustomStringConvertible {
 }
 
 /// Wall-clock nanoseconds, comparable with the `realtime-ns` the tools print.
-func realtimeNanoseconds() -> UInt64 {
+public func realtimeNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_REALTIME, &now)
     return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }
 
 /// The sqlite3 shell, installed by scripts/install-deps.sh.
-let sqliteShell = "/usr/bin/sqlite3"
+public let sqliteShell = "/usr/bin/sqlite3"

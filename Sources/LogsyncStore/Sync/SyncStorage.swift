@@ -1,0 +1,223 @@
+import LogsyncCore
+import LogsyncPlatform
+
+/// An encoded segment of this node's history, waiting in the outbox or already published.
+public struct OutboxSegment: Sendable, Hashable {
+    public var firstSequence: UInt64
+    public var lastSequence: UInt64
+    public var bytes: [UInt8]
+}
+
+/// A segment that must not be applied: the same node and sequence with different content.
+public struct QuarantineRecord: Sendable, Hashable {
+    public var node: NodeID
+    public var firstSequence: UInt64
+    public var lastSequence: UInt64
+    public var reason: String
+    public var location: String
+
+    public init(node: NodeID, firstSequence: UInt64, lastSequence: UInt64, reason: String, location: String) {
+        self.node = node
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.reason = reason
+        self.location = location
+    }
+}
+
+/// What importing one segment did.
+public enum ImportOutcome: Sendable, Hashable {
+    case applied(transactions: Int)
+    /// Already applied (a re-delivery): nothing done.
+    case alreadyApplied
+    /// Its first sequence is not the next one expected from that node: wait for the missing ones.
+    case gap(expected: UInt64)
+}
+
+/// Accumulates folded transactions into segments and stores them in the outbox, in the same SQLite
+/// transaction as the fold, so a crash can never lose or renumber exported history: what is published
+/// later is exactly what was committed here.
+final class OutboxWriter {
+    let connection: Connection
+    let schemaVersion: Int
+    let account: String
+    let node: NodeID
+    let maximumChanges: Int
+    let limits: SegmentLimits
+    private var encoder: SegmentEncoder?
+    private var changes = 0
+    private(set) var segments = 0
+
+    init(connection: Connection, schemaVersion: Int, account: String, node: NodeID, maximumChanges: Int, limits: SegmentLimits) {
+        self.connection = connection
+        self.schemaVersion = schemaVersion
+        self.account = account
+        self.node = node
+        self.maximumChanges = maximumChanges
+        self.limits = limits
+    }
+
+    func append(_ transaction: LogTransaction) throws {
+        if changes > 0, changes + transaction.changes.count > maximumChanges {
+            try flush()
+        }
+        var current: SegmentEncoder
+        if let open = encoder.take() {
+            current = open
+        } else {
+            current = try SegmentEncoder(schemaVersion: schemaVersion, account: account, node: node, limits: limits)
+        }
+        do {
+            try current.append(transaction)
+        } catch {
+            // The segment is full: store it and start the next one with this transaction.
+            guard error.code == .segmentFull || error.code == .limitExceeded, changes > 0 else { throw error }
+            try store(current)
+            current = try SegmentEncoder(schemaVersion: schemaVersion, account: account, node: node, limits: limits)
+            try current.append(transaction)
+        }
+        changes += transaction.changes.count
+        encoder = consume current
+    }
+
+    func flush() throws {
+        guard let open = encoder.take() else { return }
+        try store(open)
+    }
+
+    private func store(_ segment: consuming SegmentEncoder) throws {
+        changes = 0
+        guard let first = segment.firstSequence, let last = segment.lastSequence else { return }
+        let bytes = try segment.finish()
+        try connection.execute(
+            "INSERT INTO _ls_outbox(first_seq, last_seq, bytes, shipped) VALUES (?, ?, ?, 0)",
+            [.integer(Int64(first)), .integer(Int64(last)), .blob(bytes)])
+        segments += 1
+    }
+}
+
+extension Store {
+    /// Folds all local history not yet exported into segments in the outbox (at most `maximumChanges`
+    /// changes per segment, unless one transaction is larger), committed with `synchronous=FULL` so
+    /// that a segment is never published for history a power loss could roll back. Returns how many
+    /// segments were added.
+    public func exportToOutbox(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> Int {
+        try durably {
+            try syncTransaction { state, _ in
+                let outbox = OutboxWriter(
+                    connection: state.connection, schemaVersion: schema.version, account: account, node: node,
+                    maximumChanges: maximumChanges, limits: limits)
+                _ = try foldAll(&state, emit: outbox.append)
+                try outbox.flush()
+                return outbox.segments
+            }
+        }
+    }
+
+    /// Segments in the outbox not yet published, oldest first.
+    public func unpublishedSegments() throws -> [OutboxSegment] {
+        try reading { connection in
+            try connection.rows("SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE shipped = 0 ORDER BY first_seq").compactMap { row in
+                guard case .integer(let first) = row[0], case .integer(let last) = row[1], case .blob(let bytes) = row[2] else { return nil }
+                return OutboxSegment(firstSequence: UInt64(first), lastSequence: UInt64(last), bytes: bytes)
+            }
+        }
+    }
+
+    /// Records that a segment is durably published; its bytes are dropped from the outbox.
+    public func markPublished(firstSequence: UInt64) throws {
+        _ = try perform(marker: Marker()) { tx in
+            try tx.execute("UPDATE _ls_outbox SET shipped = 1, bytes = X'' WHERE first_seq = ?", [.integer(Int64(firstSequence))])
+        }
+    }
+
+    /// The last sequence applied from `node` (0 when none).
+    public func appliedSequence(from node: NodeID) throws -> UInt64 {
+        try reading { connection in
+            UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(node.rawValue)]) ?? 0)
+        }
+    }
+
+    /// Every node this store has applied segments from, with the last sequence applied.
+    public func appliedSequences() throws -> [NodeID: UInt64] {
+        try reading { connection in
+            var result: [NodeID: UInt64] = [:]
+            for row in try connection.rows("SELECT node, last_seq FROM _ls_cursor") {
+                if case .text(let node) = row[0], case .integer(let last) = row[1] { result[NodeID(node)] = UInt64(last) }
+            }
+            return result
+        }
+    }
+
+    /// The checksum recorded when the segment starting at `firstSequence` from `node` was applied, with
+    /// its last sequence; nil if no segment starting there was applied.
+    public func appliedSegment(from node: NodeID, firstSequence: UInt64) throws -> (lastSequence: UInt64, checksum: UInt64)? {
+        try reading { connection in
+            guard let row = try connection.rows(
+                "SELECT last_seq, checksum FROM _ls_segment WHERE node = ? AND first_seq = ?", [.text(node.rawValue), .integer(Int64(firstSequence))]).first,
+                case .integer(let last) = row[0], case .integer(let checksum) = row[1]
+            else { return nil }
+            return (UInt64(last), UInt64(bitPattern: checksum))
+        }
+    }
+
+    /// Applies a verified segment from another node: in one SQLite transaction, local history is folded
+    /// into the outbox first, every transaction is merged and recorded in history with its origin, and
+    /// the node's cursor advances. Re-deliveries and segments after a gap change nothing.
+    public func importSegment(
+        header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, account: String,
+        maximumChanges: Int = 2_000, limits: SegmentLimits = .default
+    ) throws -> ImportOutcome {
+        guard header.node != node else { return .alreadyApplied }
+        return try syncTransaction { state, _ in
+            let connection = state.connection
+            let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(header.node.rawValue)]) ?? 0)
+            if header.lastSequence <= cursor { return .alreadyApplied }
+            guard header.firstSequence == cursor + 1 else { return .gap(expected: cursor + 1) }
+            let outbox = OutboxWriter(
+                connection: connection, schemaVersion: schema.version, account: account, node: node,
+                maximumChanges: maximumChanges, limits: limits)
+            _ = try foldAll(&state, emit: outbox.append)
+            try outbox.flush()
+            for (index, transaction) in transactions.enumerated() {
+                _ = try applyRemote(transaction, from: header.node, state: &state)
+                if index == transactions.count / 2 { FaultInjection.point("import.mid-segment") }
+            }
+            try connection.execute(
+                "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
+                [.text(header.node.rawValue), .integer(Int64(header.lastSequence)), .integer(header.maxTimestamp.storageValue),
+                 .integer(Int64(WallClock.milliseconds()))])
+            try connection.execute(
+                "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
+                [.text(header.node.rawValue), .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence)),
+                 .integer(Int64(bitPattern: checksum))])
+            return .applied(transactions: transactions.count)
+        }
+    }
+
+    /// Records a divergent segment so it is reported, never applied. Recording the same one twice is a no-op.
+    public func quarantine(_ record: QuarantineRecord) throws {
+        _ = try perform(marker: Marker()) { tx in
+            try tx.execute(
+                "INSERT OR IGNORE INTO _ls_quarantine(node, first_seq, last_seq, reason, location, at) VALUES (?, ?, ?, ?, ?, ?)",
+                [.text(record.node.rawValue), .integer(Int64(record.firstSequence)), .integer(Int64(record.lastSequence)),
+                 .text(record.reason), .text(record.location), .integer(Int64(WallClock.milliseconds()))])
+        }
+    }
+
+    public func quarantined() throws -> [QuarantineRecord] {
+        try reading { connection in
+            try connection.rows("SELECT node, first_seq, last_seq, reason, location FROM _ls_quarantine ORDER BY id").compactMap { row in
+                guard case .text(let node) = row[0], case .integer(let first) = row[1], case .integer(let last) = row[2],
+                    case .text(let reason) = row[3], case .text(let location) = row[4]
+                else { return nil }
+                return QuarantineRecord(node: NodeID(node), firstSequence: UInt64(first), lastSequence: UInt64(last), reason: reason, location: location)
+            }
+        }
+    }
+
+    /// The last sequence this node has exported.
+    public func exportedSequence() throws -> UInt64 {
+        try reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0) }
+    }
+}

@@ -1,0 +1,197 @@
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncTransport
+
+/// How a store syncs.
+public struct SyncConfiguration: Sendable {
+    /// Which account's logs to exchange; segments of other accounts are rejected.
+    public var account: String
+    /// At most this many changes per exported segment (a larger single transaction gets a segment of its
+    /// own). Each segment is applied in one SQLite transaction, so this bounds how long an import holds
+    /// the write lock.
+    public var maximumChangesPerSegment: Int
+    public var limits: SegmentLimits
+
+    public init(account: String = "default", maximumChangesPerSegment: Int = 2_000, limits: SegmentLimits = .default) {
+        self.account = account
+        self.maximumChangesPerSegment = maximumChangesPerSegment
+        self.limits = limits
+    }
+}
+
+/// Syncs one store through one transport: export local history, publish it, then verify and apply
+/// other nodes' segments in per-node sequence order, exactly once.
+///
+/// ``sync()`` calls are serialized; the daemon drives them, and tests call them directly.
+public final class SyncEngine: Sendable {
+    public let store: Store
+    public let transport: any Transport
+    public let configuration: SyncConfiguration
+    private let running = NSLock()
+    /// Segments at or below a node's cursor whose bytes were checked against the recorded checksum.
+    private let verified = Verified()
+
+    private final class Verified: @unchecked Sendable {
+        private let lock = NSLock()
+        private var names: Set<SegmentName> = []
+        func contains(_ name: SegmentName) -> Bool { lock.withLock { names.contains(name) } }
+        func insert(_ name: SegmentName) { _ = lock.withLock { names.insert(name) } }
+    }
+
+    public init(store: Store, transport: any Transport, configuration: SyncConfiguration = SyncConfiguration()) {
+        self.store = store
+        self.transport = transport
+        self.configuration = configuration
+    }
+
+    public var node: NodeID { NodeID(store.nodeID) }
+
+    /// One full round: export, publish, scan, import. Throws only for failures that stop the round (the
+    /// store or the transport unusable); problems with individual segments are in the report.
+    public func sync() throws -> SyncReport {
+        running.lock()
+        defer { running.unlock() }
+        var report = SyncReport()
+        try export(into: &report)
+        try importAvailable(into: &report)
+        // Importing folds local writes made meanwhile into the outbox: publish them too.
+        try publish(into: &report)
+        return report
+    }
+
+    /// Exports local history to the outbox and publishes everything unpublished.
+    public func export(into report: inout SyncReport) throws {
+        _ = try store.exportToOutbox(
+            account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
+        FaultInjection.point("export.after-outbox")
+        try publish(into: &report)
+    }
+
+    private func publish(into report: inout SyncReport) throws {
+        for segment in try store.unpublishedSegments() {
+            let name = SegmentName(node: node, firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
+            try transport.publish(name, bytes: segment.bytes)
+            FaultInjection.point("export.after-publish")
+            try store.markPublished(firstSequence: segment.firstSequence)
+            report.published.append(name)
+        }
+    }
+
+    private func importAvailable(into report: inout SyncReport) throws {
+        let scan = try transport.scan(excluding: node)
+        report.ignored = scan.ignored
+        let byNode = Dictionary(grouping: scan.segments, by: \.node)
+        for (origin, names) in byNode.sorted(by: { $0.key < $1.key }) {
+            var cursor = try store.appliedSequence(from: origin)
+            for name in names.sorted() {
+                if name.lastSequence <= cursor || name.firstSequence <= cursor {
+                    try checkApplied(name, cursor: cursor, into: &report)
+                    continue
+                }
+                guard name.firstSequence == cursor + 1 else {
+                    report.waiting[origin] = cursor + 1
+                    break
+                }
+                guard let segment = try load(name, into: &report) else {
+                    report.waiting[origin] = cursor + 1
+                    break
+                }
+                if segment.header.schemaVersion > store.schema.version {
+                    report.heldForSchema.append(name)
+                    break
+                }
+                switch try store.importSegment(
+                    header: segment.header, transactions: segment.transactions, checksum: segment.checksum,
+                    account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
+                {
+                case .applied(let count):
+                    report.applied.append(name)
+                    report.appliedTransactions += count
+                    verified.insert(name)
+                    cursor = name.lastSequence
+                case .alreadyApplied:
+                    cursor = try store.appliedSequence(from: origin)
+                case .gap(let expected):
+                    report.waiting[origin] = expected
+                }
+            }
+        }
+    }
+
+    /// A segment at or below the cursor must be one that was applied, with the same bytes: anything else
+    /// is divergence (the node rewrote history, or two machines share a node id) and is quarantined.
+    private func checkApplied(_ name: SegmentName, cursor: UInt64, into report: inout SyncReport) throws {
+        guard !verified.contains(name) else { return }
+        let location = describe(name)
+        guard let applied = try store.appliedSegment(from: name.node, firstSequence: name.firstSequence),
+            applied.lastSequence == name.lastSequence
+        else {
+            try quarantine(name, reason: "overlaps sequences already applied from other segments of this node", location: location, into: &report)
+            return
+        }
+        guard let bytes = try? transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes) else { return }
+        if Self.checksum(bytes) != applied.checksum {
+            try quarantine(name, reason: "same node and sequences as an applied segment, different content", location: location, into: &report)
+        } else {
+            verified.insert(name)
+        }
+    }
+
+    private func quarantine(_ name: SegmentName, reason: String, location: String, into report: inout SyncReport) throws {
+        let known = try store.quarantined().contains { $0.node == name.node && $0.firstSequence == name.firstSequence && $0.lastSequence == name.lastSequence }
+        try store.quarantine(QuarantineRecord(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, reason: reason, location: location))
+        verified.insert(name)
+        if !known { report.quarantined.append(name) }
+    }
+
+    private struct LoadedSegment {
+        var header: SegmentHeader
+        var transactions: [LogTransaction]
+        var checksum: UInt64
+    }
+
+    /// Reads and verifies a segment completely before anything of it is used.
+    private func load(_ name: SegmentName, into report: inout SyncReport) throws -> LoadedSegment? {
+        let bytes: [UInt8]
+        do {
+            bytes = try transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes)
+        } catch {
+            report.rejected.append(RejectedSegment(name: name, reason: error.description))
+            return nil
+        }
+        do {
+            var decoder = try SegmentDecoder(bytes: bytes, limits: configuration.limits)
+            let header = decoder.header
+            guard header.node == name.node, header.firstSequence == name.firstSequence, header.lastSequence == name.lastSequence else {
+                report.rejected.append(RejectedSegment(name: name, reason: "its header says node \(header.node) sequences \(header.firstSequence)–\(header.lastSequence), not what its name says"))
+                return nil
+            }
+            guard header.account == configuration.account else {
+                report.rejected.append(RejectedSegment(name: name, reason: "it belongs to account '\(header.account)', not '\(configuration.account)'"))
+                return nil
+            }
+            var transactions: [LogTransaction] = []
+            while let transaction = try decoder.next() { transactions.append(transaction) }
+            return LoadedSegment(header: header, transactions: transactions, checksum: Self.checksum(bytes))
+        } catch {
+            report.rejected.append(RejectedSegment(name: name, reason: error.description))
+            return nil
+        }
+    }
+
+    private func describe(_ name: SegmentName) -> String {
+        (transport as? DirectoryTransport)?.path(of: name) ?? name.description
+    }
+
+    /// FNV-1a over the whole file: what "the same segment" means when a name comes back.
+    static func checksum(_ bytes: [UInt8]) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash
+    }
+}

@@ -1,0 +1,41 @@
+import LogsyncCore
+import LogsyncTransport
+
+/// What one ``SyncEngine/sync()`` moved, and what it could not.
+public struct SyncReport: Sendable, CustomStringConvertible {
+    /// This node's segments published to the transport in this run.
+    public var published: [SegmentName] = []
+    /// Other nodes' segments applied in this run, in order.
+    public var applied: [SegmentName] = []
+    public var appliedTransactions = 0
+    /// Per node, the next sequence this store is waiting for (a segment in between is missing).
+    public var waiting: [NodeID: UInt64] = [:]
+    /// Files the transport ignored (temporary files, conflict copies, unknown names).
+    public var ignored: [IgnoredFile] = []
+    /// Segments that failed verification (torn, truncated, corrupt, wrong node or account): not applied,
+    /// retried on the next run in case a good copy arrives.
+    public var rejected: [RejectedSegment] = []
+    /// Segments quarantined in this run: the same node and sequence with different content.
+    public var quarantined: [SegmentName] = []
+    /// Segments written with a newer schema than this store's: kept, applied once the schema catches up.
+    public var heldForSchema: [SegmentName] = []
+
+    public init() {}
+
+    public var description: String {
+        var parts = ["published \(published.count)", "applied \(applied.count) segments (\(appliedTransactions) transactions)"]
+        if !waiting.isEmpty { parts.append("waiting on \(waiting.count) nodes") }
+        if !rejected.isEmpty { parts.append("rejected \(rejected.count)") }
+        if !quarantined.isEmpty { parts.append("quarantined \(quarantined.count)") }
+        if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
+        if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
+        return parts.joined(separator: ", ")
+    }
+}
+
+public struct RejectedSegment: Sendable, Hashable, CustomStringConvertible {
+    public var name: SegmentName
+    public var reason: String
+
+    public var description: String { "\(name): \(reason)" }
+}

@@ -1,0 +1,87 @@
+import LogsyncCore
+
+/// Moves segments between nodes. A transport stores bytes; it never interprets or deletes segments of
+/// other nodes, and it reports what it had to ignore.
+public protocol Transport: Sendable {
+    /// Publishes one of this node's segments durably. Publishing the same bytes again succeeds;
+    /// different bytes under an existing name fail with ``TransportError/Code/conflict``.
+    func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError)
+
+    /// The segments of other nodes available now, and the files that were ignored.
+    func scan(excluding node: NodeID) throws(TransportError) -> TransportScan
+
+    /// The bytes of a listed segment (not yet verified: the caller checks them before use).
+    func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8]
+
+    /// Wakes the caller when new segments may have arrived: at once where the transport can tell, and at
+    /// least every `rescanInterval` otherwise. Ends when the consuming task is cancelled.
+    func arrivals(rescanInterval: Duration) -> AsyncStream<Void>
+}
+
+/// The result of scanning a transport.
+public struct TransportScan: Sendable {
+    public var segments: [SegmentName]
+    /// Files seen but not taken as segments, with why.
+    public var ignored: [IgnoredFile]
+
+    public init(segments: [SegmentName], ignored: [IgnoredFile]) {
+        self.segments = segments
+        self.ignored = ignored
+    }
+}
+
+public struct IgnoredFile: Sendable, Hashable, CustomStringConvertible {
+    public enum Reason: String, Sendable, Hashable {
+        /// A temporary file of a writer or a sync tool (`.name.tmp`, `.syncthing.*.tmp`, `~*`).
+        case temporary
+        /// A copy made by a sync tool on conflicting edits (`*.sync-conflict-*`, `* (… conflicted copy …)`).
+        case conflictCopy
+        /// Neither a segment name nor a known temporary: left alone.
+        case unknownName
+    }
+
+    public var path: String
+    public var reason: Reason
+
+    public init(path: String, reason: Reason) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String { "\(path) (\(reason.rawValue))" }
+}
+
+/// A transport failure: what, where, and the system error behind it.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        let name: String
+        public var description: String { name }
+
+        /// The shared folder or a node folder is missing or not a directory.
+        public static let notFound = Code(name: "notFound")
+        /// A file could not be read, written, synced or renamed; see the cause (a full disk shows as ENOSPC).
+        public static let io = Code(name: "io")
+        /// A segment name exists with different bytes.
+        public static let conflict = Code(name: "conflict")
+        /// A segment is larger than the caller allows.
+        public static let tooLarge = Code(name: "tooLarge")
+    }
+
+    public var code: Code
+    public var message: String
+    public var path: String?
+    public var cause: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, path: String? = nil, cause: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.cause = cause
+    }
+
+    public var description: String {
+        var text = message
+        if let cause { text += ": \(cause)" }
+        return text
+    }
+}

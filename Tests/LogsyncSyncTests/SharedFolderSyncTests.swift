@@ -1,0 +1,230 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncSync
+import LogsyncTestKit
+import LogsyncTransport
+import Testing
+
+@Suite("Sync through a shared folder")
+struct SharedFolderSyncTests {
+    /// Random writes on three stores, syncs at random moments with small segments; then everyone syncs
+    /// until nothing moves. Every store equals the reference decoded from the files in the folder.
+    @Test("three stores converge to the reference decoded from the shared folder", arguments: [UInt64(1), 2, 3, 4])
+    func threeStoresConverge(seed: UInt64) throws {
+        var rng = SeededRandom(seed: seed)
+        let cluster = try SyncCluster("conv")
+        let stores = try ["a", "b", "c"].map { try cluster.store($0) }
+        let engines = try stores.map { try cluster.engine($0, maximumChanges: 3) }
+        for _ in 0..<40 {
+            let store = stores.randomElement(using: &rng)!
+            try randomWrite(store, using: &rng)
+            if Int.random(in: 0..<3, using: &rng) == 0 { _ = try engines.randomElement(using: &rng)!.sync() }
+        }
+        for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
+        let expected = try cluster.reference()
+        for store in stores {
+            #expect(try SyncCluster.tables(store) == expected, "seed \(seed): \(store.nodeID) differs")
+            #expect(try store.quarantined().isEmpty)
+        }
+        let imported = try stores[0].history(filter: HistoryFilter(origins: [.remote(stores[1].nodeID)]), limit: 100_000).count
+        #expect(UInt64(imported) <= (try stores[1].exportedSequence()), "never more imported transactions than exported")
+    }
+
+    private func randomWrite(_ store: Store, using rng: inout SeededRandom) throws {
+        let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
+        let labels = try store.read("SELECT id FROM Label").map { $0[0] }
+        let notes = try store.read("SELECT id FROM Note").map { $0[0] }
+        try store.write(author: "test") { tx in
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0: try tx.insert("Folder", ["id": SyncCluster.id(), "name": .text("f\(Int.random(in: 0..<3, using: &rng))")])
+            case 1:
+                let name = DatabaseValue.text("l\(Int.random(in: 0..<3, using: &rng))")
+                if try tx.rows("SELECT 1 FROM Label WHERE name = ?", [name]).isEmpty { try tx.insert("Label", ["id": SyncCluster.id(), "name": name]) }
+            case 2, 3, 4:
+                try tx.insert("Note", ["id": SyncCluster.id(), "title": "t", "rank": .integer(Int64.random(in: 0..<5, using: &rng)),
+                                       "folder": folders.randomElement(using: &rng) ?? .null, "label": labels.randomElement(using: &rng) ?? .null])
+            case 5, 6, 7:
+                if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, ["rank": .integer(Int64.random(in: 0..<5, using: &rng))]) }
+            case 8:
+                if let folder = folders.randomElement(using: &rng) { try tx.delete("Folder", key: folder) }
+            default:
+                if let label = labels.randomElement(using: &rng) { try tx.delete("Label", key: label) }
+            }
+        }
+    }
+
+    @Test("a second sync applies nothing again, and the history holds each imported transaction once")
+    func redeliveryIsExactlyOnce() throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        let ea = try cluster.engine(a, maximumChanges: 1), eb = try cluster.engine(b)
+        for i in 0..<5 { try a.write(author: "alice") { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i)")]) } }
+        #expect(try ea.sync().published.count == 5)
+        let first = try eb.sync()
+        #expect(first.applied.count == 5)
+        #expect(first.appliedTransactions == 5)
+        let second = try eb.sync()
+        #expect(second.applied.isEmpty)
+        // A fresh engine (as after a restart) re-verifies what it sees, and still applies nothing.
+        #expect(try cluster.engine(b).sync().applied.isEmpty)
+        let imported = try b.history(filter: HistoryFilter(origins: [.remote(a.nodeID)]))
+        #expect(imported.count == 5)
+        #expect(imported.allSatisfy { $0.author == "alice" })
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(5)]])
+        // No echo: b exported nothing, and a applies nothing back.
+        #expect(try b.exportedSequence() == 0)
+        #expect(try ea.sync().applied.isEmpty)
+    }
+
+    @Test("a missing segment makes the reader wait; the rest applies in order once it arrives")
+    func gapWaits() throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        for i in 0..<3 {
+            try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i)")]) }
+            _ = try cluster.engine(a, maximumChanges: 1).sync()
+        }
+        let source = cluster.shared + "/default/" + a.nodeID
+        let files = try FileManager.default.contentsOfDirectory(atPath: source).filter { $0.hasSuffix(".lseg") }.sorted()
+        #expect(files.count == 3)
+        let other = cluster.directory.file("other")
+        try FileManager.default.createDirectory(atPath: other + "/default/" + a.nodeID, withIntermediateDirectories: true)
+        for file in files.dropFirst() { try FileManager.default.copyItem(atPath: source + "/" + file, toPath: other + "/default/" + a.nodeID + "/" + file) }
+        let eb = try cluster.engine(b, shared: other)
+        let waiting = try eb.sync()
+        #expect(waiting.applied.isEmpty)
+        #expect(waiting.waiting[NodeID(a.nodeID)] == 1)
+        try FileManager.default.copyItem(atPath: source + "/" + files[0], toPath: other + "/default/" + a.nodeID + "/" + files[0])
+        let done = try eb.sync()
+        #expect(done.applied.map(\.firstSequence) == [1, 2, 3])
+        #expect(try b.read("SELECT title FROM Note ORDER BY title") == [[.text("n0")], [.text("n1")], [.text("n2")]])
+    }
+
+    @Test("torn, bit-flipped, temporary and conflict-copy files are reported and never applied")
+    func hostileFiles() throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        for i in 0..<2 { try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i)")]) } }
+        _ = try cluster.engine(a, maximumChanges: 1).sync()
+        let source = cluster.shared + "/default/" + a.nodeID
+        let files = try FileManager.default.contentsOfDirectory(atPath: source).filter { $0.hasSuffix(".lseg") }.sorted()
+        let good = try files.map { try Data(contentsOf: URL(fileURLWithPath: source + "/" + $0)) }
+
+        let other = cluster.directory.file("other")
+        let folder = other + "/default/" + a.nodeID
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try good[0].prefix(good[0].count / 2).write(to: URL(fileURLWithPath: folder + "/" + files[0]))  // torn
+        var flipped = good[1]
+        flipped[flipped.count / 2] ^= 0x10
+        try flipped.write(to: URL(fileURLWithPath: folder + "/" + files[1]))  // bit flip
+        let decoys = [
+            "." + files[0] + ".x1y2.tmp", ".syncthing." + files[0] + ".tmp", "~" + files[0],
+            files[0].replacingOccurrences(of: ".lseg", with: ".sync-conflict-20261121-123456-ABCDEFG.lseg"),
+            files[0].replacingOccurrences(of: ".lseg", with: " (Alice's conflicted copy 2026-11-21).lseg"),
+            "notes.txt", "1-1.lseg",
+        ]
+        for decoy in decoys { try good[0].write(to: URL(fileURLWithPath: folder + "/" + decoy)) }
+
+        let eb = try cluster.engine(b, shared: other)
+        let first = try eb.sync()
+        #expect(first.applied.isEmpty)
+        #expect(first.rejected.map(\.name.firstSequence) == [1])
+        #expect(first.ignored.count == decoys.count)
+        #expect(Set(first.ignored.map(\.reason)) == [.temporary, .conflictCopy, .unknownName])
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(0)]])
+
+        try good[0].write(to: URL(fileURLWithPath: folder + "/" + files[0]))
+        let second = try eb.sync()
+        #expect(second.applied.map(\.firstSequence) == [1])
+        #expect(second.rejected.map(\.name.firstSequence) == [2])
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(1)]])
+
+        try good[1].write(to: URL(fileURLWithPath: folder + "/" + files[1]))
+        #expect(try eb.sync().applied.map(\.firstSequence) == [2])
+        #expect(try SyncCluster.tables(b) == SyncCluster.tables(a))
+        // Nothing of a's was deleted by the reader.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 2 + decoys.count)
+    }
+
+    @Test("the same node and sequence with different content is quarantined and never merged")
+    func divergenceQuarantined() throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        let note = SyncCluster.id()
+        try a.write { try $0.insert("Note", ["id": note, "title": "original"]) }
+        _ = try cluster.engine(a).sync()
+        let eb = try cluster.engine(b)
+        #expect(try eb.sync().applied.count == 1)
+
+        // Another machine claiming a's node id writes different history under the same name.
+        let path = cluster.shared + "/default/" + a.nodeID + "/" + SegmentName(node: NodeID(a.nodeID), firstSequence: 1, lastSequence: 1).fileName
+        let forged = try SegmentEncoder.encode(
+            schemaVersion: 1, account: "default", node: NodeID(a.nodeID),
+            transactions: [LogTransaction(sequence: 1, timestamp: HLCTimestamp(rawValue: 1 << 40), author: "mallory", contextName: nil,
+                                          changes: [LogChange(entity: "Note", primaryKey: note, kind: .update, causalLength: 1, values: ["title": "forged"])])])
+        try Data(forged).write(to: URL(fileURLWithPath: path))
+        let fresh = try cluster.engine(b)
+        let report = try fresh.sync()
+        #expect(report.quarantined.map(\.firstSequence) == [1])
+        #expect(try b.quarantined().map(\.reason).first?.contains("different content") == true)
+        #expect(try b.read("SELECT title FROM Note") == [[.text("original")]])
+        // Reported once, not again on every round.
+        #expect(try fresh.sync().quarantined.isEmpty)
+        #expect(try b.quarantined().count == 1)
+    }
+
+    @Test("a write made with the sqlite3 shell on one node reaches the others")
+    func shellWriteTravels() async throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a"), b = try cluster.store("b"), c = try cluster.store("c")
+        let id = UUID().uuidString.lowercased()
+        let result = try await Subprocess.run(sqliteShell, [a.path, "INSERT INTO Note(id, title, rank) VALUES ('\(id)', 'from the shell', 7)"])
+        #expect(result.status == 0)
+        _ = try cluster.engine(a).sync()
+        _ = try cluster.engine(b).sync()
+        _ = try cluster.engine(c).sync()
+        for store in [b, c] {
+            #expect(try store.read("SELECT title, rank FROM Note WHERE id = ?", [.text(id)]) == [[.text("from the shell"), .integer(7)]])
+        }
+    }
+
+    /// `logsync sync` killed with SIGKILL at each fault point, then run again: nothing is lost, nothing
+    /// applied twice, nothing republished differently.
+    @Test("kill -9 during export and during import, then resume", arguments: ["export.after-outbox", "export.after-publish", "import.mid-segment"])
+    func crashAndResume(fault: String) async throws {
+        let cluster = try SyncCluster("crash")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        for i in 0..<6 {
+            try a.write(author: "alice") { tx in
+                for j in 0..<3 { try tx.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i).\(j)"), "rank": .integer(Int64(i))]) }
+            }
+        }
+        func run(_ store: Store, fault: String?) async throws -> (status: Int32, stdout: String, stderr: String) {
+            var environment = ProcessInfo.processInfo.environment
+            environment["LOGSYNC_FAULT"] = fault
+            return try await Subprocess.run(
+                Products.path("logsync"),
+                ["sync", "--store", store.path, "--schema", cluster.schemaFile, "--shared", cluster.shared, "--segment-changes", "6"],
+                environment: environment)
+        }
+        let exporter = fault.hasPrefix("export") ? fault : nil
+        let crashedExport = try await run(a, fault: exporter)
+        #expect(crashedExport.status == (exporter == nil ? 0 : -1) || crashedExport.status == 9, "\(crashedExport)")
+        #expect(try await run(a, fault: nil).status == 0)
+
+        let importer = fault.hasPrefix("import") ? fault : nil
+        let crashedImport = try await run(b, fault: importer)
+        if importer != nil { #expect(crashedImport.status != 0, "the fault point must have been reached") }
+        let resumed = try await run(b, fault: nil)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+
+        #expect(try SyncCluster.tables(b) == SyncCluster.tables(a))
+        #expect(try SyncCluster.tables(b) == cluster.reference())
+        let imported = try b.history(filter: HistoryFilter(origins: [.remote(a.nodeID)]))
+        #expect(imported.count == 6, "each of a's six transactions imported exactly once")
+        #expect(try a.exportedSequence() == 6)
+        #expect(try b.quarantined().isEmpty)
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(18)]])
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncSync
+import LogsyncTestKit
+import LogsyncTransport
+
+/// Stores that sync through one shared folder, all inside one temporary directory.
+final class SyncCluster {
+    static let schema = Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .text)]),
+        Entity("Label", attributes: [Attribute("name", .text)], uniqueKeys: [["name"]]),
+        Entity(
+            "Note", attributes: [Attribute("title", .text), Attribute("rank", .integer, optional: false, default: 0)],
+            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade), Relationship("label", to: "Label", deleteRule: .nullify)]),
+    ])
+
+    static let schemaJSON = """
+        {"version": 1, "entities": [
+          {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}]},
+          {"name": "Label", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}], "uniqueKeys": [["name"]]},
+          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
+           "attributes": [{"name": "title", "type": "text"}, {"name": "rank", "type": "integer", "optional": false, "default": 0}],
+           "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"},
+                             {"name": "label", "destination": "Label", "deleteRule": "nullify"}]}
+        ]}
+        """
+
+    let directory: TemporaryDirectory
+    let shared: String
+    let schemaFile: String
+
+    init(_ label: String = "sync") throws {
+        directory = try TemporaryDirectory(label)
+        shared = directory.file("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        schemaFile = try directory.write("schema.json", Self.schemaJSON)
+    }
+
+    func storePath(_ name: String) -> String { directory.file("\(name).sqlite") }
+
+    func store(_ name: String) throws -> Store {
+        try Store(path: storePath(name), schema: Self.schema)
+    }
+
+    func engine(_ store: Store, shared folder: String? = nil, maximumChanges: Int = 2_000) throws -> SyncEngine {
+        let transport = try DirectoryTransport(root: folder ?? shared, account: "default", node: NodeID(store.nodeID))
+        return SyncEngine(store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: maximumChanges))
+    }
+
+    /// The reference: every segment file in the shared folder decoded and merged.
+    func reference(folder: String? = nil) throws -> Projection {
+        var state = MergeState()
+        let account = (folder ?? shared) + "/default"
+        for node in try FileManager.default.contentsOfDirectory(atPath: account) where SegmentName.isNodeFolderName(node) {
+            for file in try FileManager.default.contentsOfDirectory(atPath: account + "/" + node) {
+                guard SegmentName.parse(fileName: file, node: NodeID(node)) != nil else { continue }
+                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: account + "/" + node + "/" + file)))
+                var decoder = try SegmentDecoder(bytes: bytes)
+                while let transaction = try decoder.next() { state.apply(transaction, from: NodeID(node)) }
+            }
+        }
+        return state.project(Self.schema)
+    }
+
+    static func tables(_ store: Store) throws -> Projection {
+        var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
+        for entity in schema.entities {
+            let columns = entity.columnNames
+            var table: [DatabaseValue: [String: DatabaseValue]] = [:]
+            for row in try store.read("SELECT id, \(columns.joined(separator: ", ")) FROM \(entity.name)") {
+                table[row[0]] = Dictionary(uniqueKeysWithValues: zip(columns, row.dropFirst()))
+            }
+            tables[entity.name] = table
+        }
+        return Projection(tables: tables)
+    }
+
+    static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }
+}
