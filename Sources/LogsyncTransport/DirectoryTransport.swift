@@ -117,18 +117,20 @@ public struct DirectoryTransport: Transport {
         let thread = Thread {
             var watched = Set<String>()
             while true {
-                // New node folders appear over time; watch each one once.
+                // New node folders appear over time; watch each one once, before telling the consumer to
+                // scan, so nothing published after the scan goes unnoticed.
                 if let watch, let folders = try? FileManager.default.contentsOfDirectory(atPath: folder) {
                     for name in folders where SegmentName.isNodeFolderName(name) && watched.insert(name).inserted {
                         watch.add(directory: folder + "/" + name)
                     }
                 }
+                // The first wake-up comes at once: a consumer scans when it starts.
+                if case .terminated = continuation.yield(()) { break }
                 if let watch {
                     if watch.wait(timeoutMilliseconds: max(interval, 1)) == .stopped { break }
                 } else {
                     Thread.sleep(forTimeInterval: Double(max(interval, 1)) / 1000)
                 }
-                if case .terminated = continuation.yield(()) { break }
             }
             continuation.finish()
         }

@@ -9,18 +9,20 @@ extension Store {
     /// visibility they affect (a unique-key loser reappears when its survivor is deleted locally). Imported
     /// and merge-written transactions are skipped: a node never re-exports what it imported.
     ///
-    /// Reads at most `limit` history transactions; `emit` receives each folded transaction in order and
-    /// must persist it (in the outbox) in the same SQLite transaction. Returns how many were folded and
-    /// whether history remains.
+    /// Reads whole history transactions spanning at most `rowLimit` log rows (or one transaction, if a
+    /// single one is larger), so memory does not grow with the amount of history waiting. `emit` receives
+    /// each folded transaction in order and must persist it (in the outbox) in the same SQLite
+    /// transaction. Returns how many were folded and whether history remains.
     func foldLocalHistory(
-        _ state: inout WriterState, limit: Int = 1_000, emit: (LogTransaction) throws -> Void
+        _ state: inout WriterState, rowLimit: Int64 = 20_000, emit: (LogTransaction) throws -> Void
     ) throws -> (folded: Int, more: Bool) {
         let connection = state.connection
         let exported = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_token'") ?? 0
         var sequence = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0
-        guard let bound = try connection.int64(
-            "SELECT max(seq) FROM (SELECT seq FROM _ls_log WHERE kind = 0 AND seq > ? ORDER BY seq LIMIT ?)",
-            [.integer(exported), .integer(Int64(limit))])
+        let withinLimit = try connection.int64(
+            "SELECT max(seq) FROM _ls_log WHERE kind = 0 AND seq > ? AND seq <= ?", [.integer(exported), .integer(exported + rowLimit)])
+        guard let bound = try withinLimit
+            ?? connection.int64("SELECT seq FROM _ls_log WHERE kind = 0 AND seq > ? ORDER BY seq LIMIT 1", [.integer(exported)])
         else { return (0, false) }
 
         let rows = try connection.rows(

@@ -1,0 +1,86 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncSync
+import LogsyncTestKit
+import LogsyncTransport
+import Testing
+
+@Suite("Schema versions and arrival notifications")
+struct SchemaAndArrivalTests {
+    /// Version 2 adds a column to Folder, additively.
+    static let version2: Schema = {
+        var schema = SyncCluster.schema
+        schema.version = 2
+        schema.entities[0].attributes.append(Attribute("color", .text))
+        return schema
+    }()
+
+    @Test("a segment from a newer schema is kept, not applied, until this store's schema catches up")
+    func newerSchemaHeld() throws {
+        let cluster = try SyncCluster("schema")
+        let newer = try Store(path: cluster.storePath("new"), schema: Self.version2)
+        let folder = SyncCluster.id()
+        try newer.write { try $0.insert("Folder", ["id": folder, "name": "Work", "color": "blue"]) }
+        _ = try cluster.engine(newer).sync()
+
+        do {
+            let older = try cluster.store("old")
+            let report = try cluster.engine(older).sync()
+            #expect(report.applied.isEmpty)
+            #expect(report.heldForSchema.map(\.firstSequence) == [1])
+            #expect(try older.appliedSequence(from: NodeID(newer.nodeID)) == 0)
+            #expect(try older.read("SELECT count(*) FROM Folder") == [[.integer(0)]])
+        }
+        // The app upgrades: the same store opens with version 2 and the held segment applies.
+        let upgraded = try Store(path: cluster.storePath("old"), schema: Self.version2)
+        let report = try cluster.engine(upgraded).sync()
+        #expect(report.applied.map(\.firstSequence) == [1])
+        #expect(try upgraded.read("SELECT name, color FROM Folder") == [[.text("Work"), .text("blue")]])
+    }
+
+    @Test("another node's publish wakes the reader at once through inotify")
+    func arrivalsAreImmediate() async throws {
+        let cluster = try SyncCluster("arrive")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        let reader = try DirectoryTransport(root: cluster.shared, account: "default", node: NodeID(b.nodeID))
+        let writer = try cluster.engine(a)
+        // The first publish creates a's folder; the reader notices new node folders and watches them too.
+        try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "first"]) }
+        _ = try writer.sync()
+
+        let arrivals = reader.arrivals(rescanInterval: .seconds(30))
+        var iterator = arrivals.makeAsyncIterator()
+        _ = await iterator.next()  // the initial wake-up
+        var delays: [Duration] = []
+        for i in 0..<3 {
+            try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i)")]) }
+            let start = ContinuousClock.now
+            _ = try writer.sync()
+            _ = await iterator.next()
+            delays.append(ContinuousClock.now - start)
+        }
+        print("arrival wake-ups after publish: \(delays)")
+        // With a 30 s rescan interval, anything under a second can only be inotify.
+        #expect(delays.allSatisfy { $0 < .seconds(1) }, "\(delays)")
+        let report = try cluster.engine(b).sync()
+        #expect(report.appliedTransactions == 4)
+    }
+
+    @Test("a large backlog of local history exports in bounded segments and applies in order")
+    func largeBacklogExportsInBoundedSegments() throws {
+        let cluster = try SyncCluster("backlog")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        for batch in 0..<10 {
+            try a.write { tx in
+                for i in 0..<500 { try tx.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(batch).\(i)"), "rank": .integer(Int64(i))]) }
+            }
+        }
+        let report = try cluster.engine(a, maximumChanges: 1_000).sync()
+        #expect(report.published.count == 5, "two 500-change transactions per segment")
+        #expect(report.published.map(\.firstSequence) == [1, 3, 5, 7, 9])
+        let applied = try cluster.engine(b).sync()
+        #expect(applied.appliedTransactions == 10)
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(5_000)]])
+    }
+}
