@@ -172,7 +172,8 @@ package struct MergeProjector {
 }
 
 extension DatabaseValue {
-    init(_ value: DefaultValue) {
+    /// The value a column takes from its declared default.
+    public init(_ value: DefaultValue) {
         switch value {
         case .integer(let v): self = .integer(v)
         case .real(let v): self = .real(v)

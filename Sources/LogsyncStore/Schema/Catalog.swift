@@ -9,6 +9,8 @@ struct Catalog: Sendable {
         /// Columns in bit order: bit `i` of a change mask is `columns[i]`. Only ever appended to.
         let columns: [String]
         let columnTypes: [String: AttributeType]
+        /// Statements the merge runs for every row, built once.
+        let sql: RowSQL
 
         func columnNames(inMask mask: Int64) -> [String] {
             var names: [String] = []
@@ -21,6 +23,9 @@ struct Catalog: Sendable {
         var primaryKey: PrimaryKey { entity.primaryKey! }
 
         func bit(of column: String) -> Int? { columns.firstIndex(of: column) }
+
+        /// A row of an isolated entity (no unique keys, no references) projects from its own state alone.
+        var isIsolated: Bool { entity.uniqueKeys.isEmpty && entity.relationships.isEmpty }
     }
 
     let schema: Schema
@@ -38,11 +43,35 @@ struct Catalog: Sendable {
             for relationship in entity.relationships {
                 types[relationship.name] = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
             }
-            let info = EntityInfo(id: row.id, entity: entity, columns: row.columns, columnTypes: types)
+            let info = EntityInfo(id: row.id, entity: entity, columns: row.columns, columnTypes: types, sql: RowSQL(entity: entity, columns: row.columns))
             byName[row.name] = info
             byID[row.id] = info
         }
         self.byName = byName
         self.byID = byID
+        referenced = Set(schema.entities.flatMap { $0.relationships.map(\.destination) })
+    }
+
+    /// Entities that some relationship points to: their structural changes can affect other rows.
+    let referenced: Set<String>
+}
+
+/// The per-row statements of one entity, with every column in bit order.
+struct RowSQL: Sendable {
+    /// `SELECT <columns> FROM t WHERE <key> = ?` (or `SELECT 1` for an entity without columns).
+    let select: String
+    /// `INSERT INTO t(<key>, <columns>) VALUES (?, …)`.
+    let insert: String
+    /// `DELETE FROM t WHERE <key> = ?`.
+    let delete: String
+
+    init(entity: Entity, columns: [String]) {
+        let table = SchemaSQL.quote(entity.name)
+        let key = SchemaSQL.quote(entity.primaryKey?.name ?? "id")
+        let selected = columns.isEmpty ? "1" : columns.map(SchemaSQL.quote).joined(separator: ", ")
+        select = "SELECT \(selected) FROM \(table) WHERE \(key) = ?"
+        let all = [key] + columns.map(SchemaSQL.quote)
+        insert = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
+        delete = "DELETE FROM \(table) WHERE \(key) = ?"
     }
 }

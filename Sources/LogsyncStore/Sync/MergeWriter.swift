@@ -59,10 +59,26 @@ struct MergeWriter {
     /// Re-projects `changed` rows, and the rows that depend on those of them that changed structurally,
     /// writing only the differences to the synced tables. The caller has set the merging flag, so
     /// delete-rule triggers stand aside.
-    func refresh(changed: [RowKey: Bool], nodes: NodeTable) throws {
+    ///
+    /// `known` holds states the caller has just loaded or written, so they are not read again.
+    func refresh(changed: [RowKey: Bool], known: [RowKey: RowState] = [:], new: Set<RowKey> = [], nodes: NodeTable) throws {
         guard !changed.isEmpty else { return }
-        let affected = try dependents(of: changed, nodes: nodes)
-        let states = try neighbourhood(of: affected, nodes: nodes)
+        // Rows of isolated entities project from their own state: write them directly, and pass on only
+        // what depends on them (rows referring to them, after a structural change).
+        var remaining: [RowKey: Bool] = [:]
+        for (key, structural) in changed {
+            guard let info = catalog.byName[key.entity], info.isIsolated, let state = try known[key] ?? loadState(key, nodes: nodes) else {
+                remaining[key] = structural
+                continue
+            }
+            try writeIsolated(key, info: info, state: state, isNew: new.contains(key))
+            if structural, catalog.referenced.contains(key.entity) {
+                for child in try children(of: key, info: info) where remaining[child] == nil { remaining[child] = true }
+            }
+        }
+        guard !remaining.isEmpty else { return }
+        let affected = try dependents(of: remaining, known: known, nodes: nodes)
+        let states = try neighbourhood(of: affected, known: known, nodes: nodes)
         let (projection, aliases) = MergeProjector(schema: catalog.schema, rows: states).evaluate()
 
         var deletes: [(Catalog.EntityInfo, DatabaseValue)] = []
@@ -79,6 +95,7 @@ struct MergeWriter {
                 updates.append((info, key.primaryKey, current, values))
             default: break
             }
+            guard !info.entity.uniqueKeys.isEmpty else { continue }
             try connection.execute("DELETE FROM _ls_alias WHERE entity = ? AND pk = ?", [.integer(info.id), key.primaryKey])
             if let survivor = aliases[key] {
                 try connection.execute(
@@ -86,7 +103,7 @@ struct MergeWriter {
             }
         }
         for (info, key) in deletes {
-            try connection.execute("DELETE FROM \(SchemaSQL.quote(info.entity.name)) WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?", [key])
+            try connection.execute(info.sql.delete, [key])
         }
         var deferred: [(Catalog.EntityInfo, DatabaseValue, [String: DatabaseValue])] = []
         for (info, key, current, values) in updates {
@@ -100,35 +117,59 @@ struct MergeWriter {
             } catch {
                 guard error.isConstraint else { throw error }
                 // Two rows trading unique values: take this one out and put it back after the others.
-                try connection.execute(
-                    "DELETE FROM \(SchemaSQL.quote(info.entity.name)) WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?", [key])
+                try connection.execute(info.sql.delete, [key])
                 deferred.append((info, key, values))
             }
         }
         for (info, key, values) in inserts + deferred {
-            let columns = [info.primaryKey.name] + info.columns
-            let sql =
-                "INSERT INTO \(SchemaSQL.quote(info.entity.name))(\(columns.map(SchemaSQL.quote).joined(separator: ", "))) VALUES ("
-                + Array(repeating: "?", count: columns.count).joined(separator: ", ") + ")"
-            try connection.execute(sql, [key] + info.columns.map { values[$0] ?? .null })
+            try connection.execute(info.sql.insert, [key] + info.columns.map { values[$0] ?? .null })
+        }
+    }
+
+    /// Writes the projection of a row that depends on nothing but its own state: present with its
+    /// registers (or defaults) while its causal length is odd, absent otherwise. A row never seen before is
+    /// not in the table (local history is always folded before a merge), so it is not looked up.
+    private func writeIsolated(_ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool) throws {
+        let actual = isNew ? nil : try baseRow(info, key.primaryKey)
+        guard state.exists else {
+            if actual != nil { try connection.execute(info.sql.delete, [key.primaryKey]) }
+            return
+        }
+        // Isolated entities have no relationships: their columns are exactly their attributes.
+        let desired = info.columns.map { name in
+            state.columns[name]?.value ?? info.entity.attributes.first { $0.name == name }?.defaultValue.map(DatabaseValue.init) ?? .null
+        }
+        if let actual {
+            let changed = zip(info.columns, desired).filter { actual[$0.0] != $0.1 }
+            guard !changed.isEmpty else { return }
+            try connection.execute(
+                "UPDATE \(SchemaSQL.quote(info.entity.name)) SET " + changed.map { "\(SchemaSQL.quote($0.0)) = ?" }.joined(separator: ", ")
+                    + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?",
+                changed.map(\.1) + [key.primaryKey])
+        } else {
+            try connection.execute(info.sql.insert, [key.primaryKey] + desired)
+        }
+    }
+
+    private func children(of key: RowKey, info: Catalog.EntityInfo) throws -> [RowKey] {
+        try connection.rows("SELECT entity, pk FROM _ls_ref WHERE target_entity = ? AND target = ?", [.integer(info.id), key.primaryKey]).compactMap { row in
+            guard case .integer(let entityID) = row[0], let child = catalog.byID[entityID] else { return nil }
+            return RowKey(child.entity.name, row[1])
         }
     }
 
     /// The changed rows plus, for structural changes, every row whose projection can depend on them:
     /// rows referring to them (transitively), their unique-key losers and survivors, and rows sharing
     /// their unique-key values.
-    private func dependents(of changed: [RowKey: Bool], nodes: NodeTable) throws -> Set<RowKey> {
+    private func dependents(of changed: [RowKey: Bool], known: [RowKey: RowState], nodes: NodeTable) throws -> Set<RowKey> {
         var result = Set(changed.keys)
         var frontier = changed.filter(\.value).map(\.key)
         while let key = frontier.popLast() {
             guard let info = catalog.byName[key.entity] else { continue }
-            var found: [RowKey] = []
-            for row in try connection.rows("SELECT entity, pk FROM _ls_ref WHERE target_entity = ? AND target = ?", [.integer(info.id), key.primaryKey]) {
-                if case .integer(let entityID) = row[0], let child = catalog.byID[entityID] {
-                    found.append(RowKey(child.entity.name, row[1]))
-                }
+            var found = catalog.referenced.contains(key.entity) ? try children(of: key, info: info) : []
+            if !info.entity.uniqueKeys.isEmpty {
+                found += try aliasPeers(of: key, info: info, state: try known[key] ?? loadState(key, nodes: nodes))
             }
-            found += try aliasPeers(of: key, info: info, state: try loadState(key, nodes: nodes))
             for peer in found where result.insert(peer).inserted {
                 frontier.append(peer)
             }
@@ -161,7 +202,7 @@ struct MergeWriter {
 
     /// Loads the states needed to project `keys`: the rows themselves, every row they refer to (for
     /// visibility and inherited deletes, transitively), and unique-key competitors.
-    private func neighbourhood(of keys: Set<RowKey>, nodes: NodeTable) throws -> [RowKey: RowState] {
+    private func neighbourhood(of keys: Set<RowKey>, known: [RowKey: RowState], nodes: NodeTable) throws -> [RowKey: RowState] {
         var states: [RowKey: RowState] = [:]
         var queue = Array(keys)
         var seen = keys
@@ -169,7 +210,7 @@ struct MergeWriter {
             if seen.insert(key).inserted { queue.append(key) }
         }
         while let key = queue.popLast() {
-            guard let info = catalog.byName[key.entity], let state = try loadState(key, nodes: nodes) else { continue }
+            guard let info = catalog.byName[key.entity], let state = try known[key] ?? loadState(key, nodes: nodes) else { continue }
             states[key] = state
             for relationship in info.entity.relationships {
                 if let target = state.columns[relationship.name]?.value, !target.isNull {
@@ -191,12 +232,7 @@ struct MergeWriter {
 
     /// The visible row's non-key columns, or nil when it is not in the table.
     func baseRow(_ info: Catalog.EntityInfo, _ key: DatabaseValue) throws -> [String: DatabaseValue]? {
-        let sql =
-            "SELECT \(info.columns.map(SchemaSQL.quote).joined(separator: ", ")) FROM \(SchemaSQL.quote(info.entity.name)) "
-            + "WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
-        guard let row = try connection.rows(info.columns.isEmpty ? "SELECT 1 FROM \(SchemaSQL.quote(info.entity.name)) WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?" : sql, [key]).first else {
-            return nil
-        }
+        guard let row = try connection.rows(info.sql.select, [key]).first else { return nil }
         return info.columns.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: zip(info.columns, row))
     }
 }

@@ -11,6 +11,8 @@ extension Store {
         let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
         let clock = Clock(transaction.timestamp, origin)
         var changed: [RowKey: Bool] = [:]
+        var known: [RowKey: RowState] = [:]
+        var new: Set<RowKey> = []
         for change in transaction.changes {
             guard catalog.byName[change.entity] != nil else {
                 throw StoreError(
@@ -19,13 +21,15 @@ extension Store {
                     path: path)
             }
             let key = RowKey(change.entity, change.primaryKey)
-            let previous = try writer.loadState(key, nodes: state.nodes)
+            let previous = try known[key] ?? writer.loadState(key, nodes: state.nodes)
             var next = previous ?? RowState()
             guard next.merge(change, at: clock) else { continue }
             try writer.saveState(next, for: key, previous: previous, nodes: &state.nodes)
+            known[key] = next
+            if previous == nil { new.insert(key) }
             changed[key] = (changed[key] ?? false) || writer.isStructural(key, from: previous, to: next)
         }
-        try writer.refresh(changed: changed, nodes: state.nodes)
+        try writer.refresh(changed: changed, known: known, new: new, nodes: state.nodes)
         return try appendMarker(
             Marker(author: transaction.author, context: transaction.contextName, origin: origin.rawValue, timestamp: transaction.timestamp),
             ifLogGrewPast: before, state: &state)
@@ -46,6 +50,17 @@ extension Store {
                 _ = try applyRemote(transaction, from: origin, state: &state)
             }
         }
+    }
+
+    /// After a sync transaction's own merge writes: everything after the fold is this transaction's
+    /// imported or merge-written history, which the fold would only skip. Moving the export token past it
+    /// keeps the next fold from re-reading every import.
+    func skipOwnMergeHistory(_ state: inout WriterState) throws {
+        try state.connection.execute(
+            """
+            INSERT INTO _ls_meta(key, value) VALUES ('export_token', (SELECT ifnull(max(seq), 0) FROM _ls_log))
+              ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)
+            """)
     }
 
     func foldAll(_ state: inout WriterState, emit: (LogTransaction) throws -> Void) throws -> Int {

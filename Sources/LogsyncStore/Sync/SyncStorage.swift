@@ -183,6 +183,7 @@ extension Store {
                 _ = try applyRemote(transaction, from: header.node, state: &state)
                 if index == transactions.count / 2 { FaultInjection.point("import.mid-segment") }
             }
+            try skipOwnMergeHistory(&state)
             try connection.execute(
                 "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
                 [.text(header.node.rawValue), .integer(Int64(header.lastSequence)), .integer(header.maxTimestamp.storageValue),
