@@ -12,11 +12,18 @@ public struct SyncConfiguration: Sendable {
     /// own). Each segment is applied in one SQLite transaction, so this bounds how long an import holds
     /// the write lock.
     public var maximumChangesPerSegment: Int
+    /// Imports apply whole transactions in batches of at most this many changes, each batch one SQLite
+    /// transaction, so a local writer waits for one batch at most, whatever size the sender's segments.
+    public var maximumChangesPerBatch: Int
     public var limits: SegmentLimits
 
-    public init(account: String = "default", maximumChangesPerSegment: Int = 2_000, limits: SegmentLimits = .default) {
+    public init(
+        account: String = "default", maximumChangesPerSegment: Int = 2_000, maximumChangesPerBatch: Int = 500,
+        limits: SegmentLimits = .default
+    ) {
         self.account = account
         self.maximumChangesPerSegment = maximumChangesPerSegment
+        self.maximumChangesPerBatch = maximumChangesPerBatch
         self.limits = limits
     }
 }
@@ -86,11 +93,12 @@ public final class SyncEngine: Sendable {
         for (origin, names) in byNode.sorted(by: { $0.key < $1.key }) {
             var cursor = try store.appliedSequence(from: origin)
             for name in names.sorted() {
-                if name.lastSequence <= cursor || name.firstSequence <= cursor {
+                if name.lastSequence <= cursor {
                     try checkApplied(name, cursor: cursor, into: &report)
                     continue
                 }
-                guard name.firstSequence == cursor + 1 else {
+                // The next segment, or one interrupted between batches (resumed only with the same bytes).
+                guard name.firstSequence <= cursor + 1 else {
                     report.waiting[origin] = cursor + 1
                     break
                 }
@@ -104,7 +112,8 @@ public final class SyncEngine: Sendable {
                 }
                 switch try store.importSegment(
                     header: segment.header, transactions: segment.transactions, checksum: segment.checksum,
-                    account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
+                    account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
+                    batchChanges: configuration.maximumChangesPerBatch, limits: configuration.limits)
                 {
                 case .applied(let count):
                     report.applied.append(name)
@@ -115,6 +124,8 @@ public final class SyncEngine: Sendable {
                     cursor = try store.appliedSequence(from: origin)
                 case .gap(let expected):
                     report.waiting[origin] = expected
+                case .divergent:
+                    try quarantine(name, reason: "partly applied from different content: same node and sequences", location: describe(name), into: &report)
                 }
             }
         }

@@ -144,6 +144,7 @@ struct Sync: ParsableCommand {
     @Option(help: "The shared folder (must exist).") var shared: String
     @Option(help: "Account whose logs to exchange.") var account: String = "default"
     @Option(help: "At most this many changes per exported segment.") var segmentChanges: Int = 2_000
+    @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = 500
 
     func run() throws {
         try reportingErrors {
@@ -157,7 +158,7 @@ struct Sync: ParsableCommand {
             }
             let engine = SyncEngine(
                 store: store, transport: transport,
-                configuration: SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges))
+                configuration: SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges, maximumChangesPerBatch: batchChanges))
             let report = try engine.sync()
             for name in report.published { print("published \(name)") }
             for name in report.applied { print("applied \(name)") }

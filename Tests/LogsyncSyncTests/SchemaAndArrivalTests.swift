@@ -84,3 +84,27 @@ struct SchemaAndArrivalTests {
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(5_000)]])
     }
 }
+
+@Suite("Batched imports")
+struct BatchedImportTests {
+    @Test("a half-applied segment resumes only with the same bytes; other bytes are divergence")
+    func resumeNeedsSameBytes() throws {
+        let cluster = try SyncCluster("batch")
+        let b = try cluster.store("b")
+        let origin = NodeID(UUID().uuidString.lowercased())
+        let transactions = (1...2).map { sequence in
+            LogTransaction(sequence: UInt64(sequence), timestamp: HLCTimestamp(rawValue: UInt64(sequence) << 20), author: "a", contextName: nil,
+                           changes: [LogChange(entity: "Note", primaryKey: SyncCluster.id(), kind: .insert, causalLength: 1, values: ["title": .text("t\(sequence)")])])
+        }
+        let header = SegmentHeader(schemaVersion: 1, account: "default", node: origin, firstSequence: 1, lastSequence: 2,
+                                   minTimestamp: transactions[0].timestamp, maxTimestamp: transactions[1].timestamp, transactionCount: 2)
+        // Only the first transaction arrives in this call: the segment is left half applied.
+        #expect(try b.importSegment(header: header, transactions: [transactions[0]], checksum: 42, account: "default") == .applied(transactions: 1))
+        #expect(try b.appliedSequence(from: origin) == 1)
+        #expect(try b.importSegment(header: header, transactions: transactions, checksum: 43, account: "default") == .divergent)
+        #expect(try b.appliedSequence(from: origin) == 1)
+        #expect(try b.importSegment(header: header, transactions: transactions, checksum: 42, account: "default") == .applied(transactions: 1))
+        #expect(try b.appliedSequence(from: origin) == 2)
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(2)]])
+    }
+}

@@ -191,7 +191,9 @@ struct SharedFolderSyncTests {
 
     /// `logsync sync` killed with SIGKILL at each fault point, then run again: nothing is lost, nothing
     /// applied twice, nothing republished differently.
-    @Test("kill -9 during export and during import, then resume", arguments: ["export.after-outbox", "export.after-publish", "import.mid-segment"])
+    @Test(
+        "kill -9 during export and during import, then resume",
+        arguments: ["export.after-outbox", "export.after-publish", "import.mid-batch", "import.between-batches"])
     func crashAndResume(fault: String) async throws {
         let cluster = try SyncCluster("crash")
         let a = try cluster.store("a"), b = try cluster.store("b")
@@ -205,7 +207,10 @@ struct SharedFolderSyncTests {
             environment["LOGSYNC_FAULT"] = fault
             return try await Subprocess.run(
                 Products.path("logsync"),
-                ["sync", "--store", store.path, "--schema", cluster.schemaFile, "--shared", cluster.shared, "--segment-changes", "6"],
+                // Segments of two transactions, imported one transaction per batch: a kill between batches
+                // leaves a segment half applied.
+                ["sync", "--store", store.path, "--schema", cluster.schemaFile, "--shared", cluster.shared,
+                 "--segment-changes", "6", "--batch-changes", "3"],
                 environment: environment)
         }
         let exporter = fault.hasPrefix("export") ? fault : nil

@@ -1,6 +1,8 @@
 import LogsyncCore
 import LogsyncPlatform
 
+private typealias Value = DatabaseValue
+
 /// An encoded segment of this node's history, waiting in the outbox or already published.
 public struct OutboxSegment: Sendable, Hashable {
     public var firstSequence: UInt64
@@ -32,6 +34,8 @@ public enum ImportOutcome: Sendable, Hashable {
     case alreadyApplied
     /// Its first sequence is not the next one expected from that node: wait for the missing ones.
     case gap(expected: UInt64)
+    /// Part of it was applied from different bytes: the node's history diverged. Quarantine it.
+    case divergent
 }
 
 /// Accumulates folded transactions into segments and stores them in the outbox, in the same SQLite
@@ -161,38 +165,62 @@ extension Store {
         }
     }
 
-    /// Applies a verified segment from another node: in one SQLite transaction, local history is folded
-    /// into the outbox first, every transaction is merged and recorded in history with its origin, and
-    /// the node's cursor advances. Re-deliveries and segments after a gap change nothing.
+    /// Applies a verified segment from another node, exactly once.
+    ///
+    /// The segment's transactions are applied in batches of whole transactions of at most `batchChanges`
+    /// changes (a larger transaction is a batch of its own): each batch — local history folded into the
+    /// outbox first, then every transaction merged and recorded in history with its origin, then the
+    /// node's cursor advanced to the batch's last sequence — is one SQLite transaction. Local writers get
+    /// the lock between batches. A segment interrupted between batches resumes where its cursor stopped,
+    /// but only with the same bytes (the checksum recorded with its first batch); different bytes are
+    /// ``ImportOutcome/divergent``. Re-deliveries and segments after a gap change nothing.
     public func importSegment(
         header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, account: String,
-        maximumChanges: Int = 2_000, limits: SegmentLimits = .default
+        maximumChanges: Int = 2_000, batchChanges: Int = 500, limits: SegmentLimits = .default
     ) throws -> ImportOutcome {
         guard header.node != node else { return .alreadyApplied }
-        return try syncTransaction { state, _ in
-            let connection = state.connection
-            let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(header.node.rawValue)]) ?? 0)
-            if header.lastSequence <= cursor { return .alreadyApplied }
-            guard header.firstSequence == cursor + 1 else { return .gap(expected: cursor + 1) }
-            let outbox = OutboxWriter(
-                connection: connection, schemaVersion: schema.version, account: account, node: node,
-                maximumChanges: maximumChanges, limits: limits)
-            _ = try foldAll(&state, emit: outbox.append)
-            try outbox.flush()
-            for (index, transaction) in transactions.enumerated() {
-                _ = try applyRemote(transaction, from: header.node, state: &state)
-                if index == transactions.count / 2 { FaultInjection.point("import.mid-segment") }
+        let origin = Value.text(header.node.rawValue)
+        var applied = 0
+        while true {
+            let step: ImportOutcome? = try syncTransaction { state, _ in
+                let connection = state.connection
+                let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [origin]) ?? 0)
+                if header.lastSequence <= cursor { return applied > 0 ? .applied(transactions: applied) : .alreadyApplied }
+                guard header.firstSequence <= cursor + 1 else { return .gap(expected: cursor + 1) }
+                if cursor >= header.firstSequence {
+                    let recorded = try connection.int64(
+                        "SELECT checksum FROM _ls_segment WHERE node = ? AND first_seq = ? AND last_seq = ?",
+                        [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence))])
+                    guard recorded == Int64(bitPattern: checksum) else { return .divergent }
+                }
+                let outbox = OutboxWriter(
+                    connection: connection, schemaVersion: schema.version, account: account, node: node,
+                    maximumChanges: maximumChanges, limits: limits)
+                _ = try foldAll(&state, emit: outbox.append)
+                try outbox.flush()
+
+                var changes = 0
+                var last: LogTransaction?
+                for transaction in transactions where transaction.sequence > cursor {
+                    if last != nil, changes + transaction.changes.count > batchChanges { break }
+                    _ = try applyRemote(transaction, from: header.node, state: &state)
+                    changes += transaction.changes.count
+                    applied += 1
+                    last = transaction
+                    FaultInjection.point("import.mid-batch")
+                }
+                guard let last else { return .applied(transactions: applied) }
+                try skipOwnMergeHistory(&state)
+                try connection.execute(
+                    "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
+                    [origin, .integer(Int64(last.sequence)), .integer(last.timestamp.storageValue), .integer(Int64(WallClock.milliseconds()))])
+                try connection.execute(
+                    "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
+                    [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence)), .integer(Int64(bitPattern: checksum))])
+                return last.sequence == header.lastSequence ? .applied(transactions: applied) : nil
             }
-            try skipOwnMergeHistory(&state)
-            try connection.execute(
-                "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
-                [.text(header.node.rawValue), .integer(Int64(header.lastSequence)), .integer(header.maxTimestamp.storageValue),
-                 .integer(Int64(WallClock.milliseconds()))])
-            try connection.execute(
-                "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
-                [.text(header.node.rawValue), .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence)),
-                 .integer(Int64(bitPattern: checksum))])
-            return .applied(transactions: transactions.count)
+            if let step { return step }
+            FaultInjection.point("import.between-batches")
         }
     }
 
