@@ -1,4 +1,7 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
 import LogsyncCore
 
 /// One libsqlite3 connection: the only type that owns an `sqlite3*`.
@@ -101,8 +104,19 @@ final class Connection {
 
     var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
+    /// Waits up to `milliseconds` for another connection's lock, retrying every millisecond.
+    ///
+    /// SQLite's own busy timeout sleeps in growing steps (up to 100 ms), so a waiting writer keeps missing
+    /// the short gaps a batched import leaves between its transactions. Polling each millisecond costs a
+    /// few wake-ups while waiting and turns those gaps into turns.
     func setBusyTimeout(milliseconds: Int32) throws(SQLiteError) {
-        let rc = sqlite3_busy_timeout(handle, milliseconds)
+        let limit = UnsafeMutableRawPointer(bitPattern: Int(max(milliseconds, 0)) + 1)
+        let rc = sqlite3_busy_handler(handle, { limit, attempts in
+            let milliseconds = Int32(Int(bitPattern: limit) - 1)
+            guard attempts < milliseconds else { return 0 }
+            usleep(1_000)
+            return 1
+        }, limit)
         guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
     }
 

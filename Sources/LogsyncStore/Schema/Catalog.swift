@@ -3,7 +3,9 @@ import LogsyncCore
 /// What the store knows about each registered entity: its stable numeric id in the history log and the
 /// bit of each column in a change's mask. Built from `_ls_entity` once the schema is registered.
 struct Catalog: Sendable {
-    struct EntityInfo: Sendable {
+    /// Immutable, and a class so that the many lookups on the merge's hot path share one instance
+    /// instead of copying its arrays and strings.
+    final class EntityInfo: Sendable {
         let id: Int64
         let entity: Entity
         /// Columns in bit order: bit `i` of a change mask is `columns[i]`. Only ever appended to.
@@ -11,6 +13,15 @@ struct Catalog: Sendable {
         let columnTypes: [String: AttributeType]
         /// Statements the merge runs for every row, built once.
         let sql: RowSQL
+
+        init(id: Int64, entity: Entity, columns: [String], columnTypes: [String: AttributeType], sql: RowSQL) {
+            self.id = id
+            self.entity = entity
+            self.columns = columns
+            self.columnTypes = columnTypes
+            self.sql = sql
+            self.isIsolated = entity.uniqueKeys.isEmpty && entity.relationships.isEmpty
+        }
 
         func columnNames(inMask mask: Int64) -> [String] {
             var names: [String] = []
@@ -25,7 +36,7 @@ struct Catalog: Sendable {
         func bit(of column: String) -> Int? { columns.firstIndex(of: column) }
 
         /// A row of an isolated entity (no unique keys, no references) projects from its own state alone.
-        var isIsolated: Bool { entity.uniqueKeys.isEmpty && entity.relationships.isEmpty }
+        let isIsolated: Bool
     }
 
     let schema: Schema

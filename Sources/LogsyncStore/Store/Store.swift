@@ -340,6 +340,8 @@ public final class Store: Sendable {
             PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL");
             PRAGMA foreign_keys = ON;
             PRAGMA recursive_triggers = ON;
+            PRAGMA cache_size = -\(options.cacheKibibytes);
+            PRAGMA mmap_size = \(options.mmapBytes);
             """)
         return connection
     }

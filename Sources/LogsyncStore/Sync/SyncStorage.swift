@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import LogsyncCore
 import LogsyncPlatform
 
@@ -221,6 +224,8 @@ extension Store {
             }
             if let step { return step }
             FaultInjection.point("import.between-batches")
+            // Let writers waiting for the lock — in this process or another — take their turn.
+            usleep(1_000)
         }
     }
 
