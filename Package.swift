@@ -52,6 +52,7 @@ let package = Package(
             name: "logsync-bench",
             dependencies: [
                 "CSQLite",
+                "LogsyncCore",
                 "LogsyncStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

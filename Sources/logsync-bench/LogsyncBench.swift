@@ -18,7 +18,9 @@ struct LogsyncBench: ParsableCommand {
             suite, metric, value, unit, goal, better. Progress goes to stderr.
             """,
         subcommands: [
-            CaptureSuite.self
+            CaptureSuite.self,
+            ReplaySuite.self,
+            StallSuite.self,
         ])
 }
 

@@ -5,7 +5,8 @@ import CSQLite
 ///
 /// Not thread-safe; each benchmark keeps its own instance local to one function.
 final class PlainDatabase {
-    private let handle: OpaquePointer
+    /// The raw connection, for baselines that call libsqlite3 directly (the session extension).
+    let handle: OpaquePointer
 
     init(path: String) throws {
         var db: OpaquePointer?
@@ -26,6 +27,8 @@ final class PlainDatabase {
             PRAGMA synchronous = NORMAL;
             PRAGMA foreign_keys = ON;
             PRAGMA recursive_triggers = ON;
+            PRAGMA cache_size = -32768;
+            PRAGMA mmap_size = 268435456;
             """)
     }
 

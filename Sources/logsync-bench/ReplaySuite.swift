@@ -1,0 +1,204 @@
+import ArgumentParser
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// `replay`: how fast a node applies another node's history, and how many bytes that history takes,
+/// against SQLite's session extension doing the same in the same run.
+///
+/// Each round, in fresh temporary directories:
+/// - logsync: N Note inserts are written into a source store in transactions of 1,000 rows and exported
+///   (`exportToOutbox`, at most 2,000 changes per segment). Timed: every segment is decoded with
+///   `SegmentDecoder` and imported into a fresh target store with `importSegment`, one after another.
+/// - baseline: the same rows are inserted into a plain database with the store's DDL and pragmas, with a
+///   session attached to `Note` before the first insert, in the same transactions of 1,000 rows; the
+///   session's changeset is then applied with `sqlite3changeset_apply` to a fresh plain database (timed).
+///
+/// Which side runs first alternates between rounds. A ratio is the median of the per-round ratios.
+struct ReplaySuite: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay",
+        abstract: "Replay throughput and segment size, against the session extension's changeset_apply.")
+
+    @OptionGroup var options: SuiteOptions
+
+    struct Sizes {
+        var changes: Int
+        var rounds: Int
+
+        static let full = Sizes(changes: 100_000, rounds: 3)
+        static let quick = Sizes(changes: 20_000, rounds: 2)
+        static let warmUp = Sizes(changes: 4_000, rounds: 1)
+    }
+
+    static let suite = "replay"
+
+    func run() throws {
+        let sizes = options.quick ? Sizes.quick : Sizes.full
+        if options.quick {
+            Report.progress(
+                "--quick: sizes scaled down to \(grouped(sizes.changes)) changes, \(sizes.rounds) rounds "
+                    + "(full run: \(grouped(Sizes.full.changes)) changes, \(Sizes.full.rounds) rounds)")
+        }
+        Report.progress(
+            "replay: \(grouped(sizes.changes)) Note inserts in transactions of \(grouped(SegmentFixture.transactionRows)) rows, "
+                + "segments of at most \(grouped(SegmentFixture.maximumChanges)) changes, \(sizes.rounds) rounds; "
+                + "SQLite \(PlainDatabase.libraryVersion), \(ProcessInfo.processInfo.activeProcessorCount) cores")
+
+        let rows = NoteFixture.rows(count: sizes.changes)
+        try CaptureSuite.checkSameTableShape()
+
+        // Untimed: pages in code and warms the file system before the first measured round.
+        _ = try Self.round(rows[..<Sizes.warmUp.changes], oursFirst: false, describe: false)
+
+        var results: [RoundResult] = []
+        for index in 0..<sizes.rounds {
+            let result = try Self.round(rows[...], oursFirst: index % 2 == 1, describe: index == 0)
+            results.append(result)
+            Report.progress(
+                "  round \(index + 1)/\(sizes.rounds): changeset_apply \(formatted(result.applySeconds)) s, "
+                    + "ours \(formatted(result.oursSeconds)) s (decode \(formatted(result.decodeSeconds)) s, "
+                    + "importSegment \(formatted(result.importSeconds)) s), ratio \(formatted(result.throughputRatio, decimals: 4)); "
+                    + "\(result.segments) segments, \(grouped(result.segmentBytes)) B (body \(grouped(result.bodyBytes)) B before zlib) vs changeset \(grouped(result.changesetBytes)) B")
+        }
+
+        let changes = Double(sizes.changes)
+        let ratio = Stats.median(results.map(\.throughputRatio))
+        let bytesRatio = Stats.median(results.map { Double($0.segmentBytes) / Double($0.changesetBytes) })
+        let ours = Stats.median(results.map(\.oursSeconds))
+        let apply = Stats.median(results.map(\.applySeconds))
+        let decode = Stats.median(results.map(\.decodeSeconds))
+        let importing = Stats.median(results.map(\.importSeconds))
+        let segmentBytes = Stats.median(results.map { Double($0.segmentBytes) })
+        let bodyBytes = Stats.median(results.map { Double($0.bodyBytes) })
+        let changesetBytes = Stats.median(results.map { Double($0.changesetBytes) })
+        Report.progress(
+            "  median: changeset_apply \(formatted(apply)) s (\(grouped(Int(changes / apply))) rows/s), "
+                + "ours \(formatted(ours)) s (\(grouped(Int(changes / ours))) changes/s): "
+                + "decode \(formatted(decode)) s (\(grouped(Int(changes / decode))) changes/s, \(formatted(100 * decode / ours, decimals: 1)) %), "
+                + "importSegment \(formatted(importing)) s (\(grouped(Int(changes / importing))) changes/s, "
+                + "\(formatted(100 * importing / ours, decimals: 1)) %)")
+
+        Report.emit(metric("replay_vs_changeset_apply", ratio, unit: "x", goal: 0.5, .higher, decimals: 3))
+        Report.emit(metric("bytes_vs_changeset", bytesRatio, unit: "x", goal: 1.0, .lower, decimals: 3))
+        Report.emit(metric("replay_changes_per_s", changes / ours, unit: "changes/s", goal: nil, .higher, decimals: 0))
+        Report.emit(metric("changeset_apply_rows_per_s", changes / apply, unit: "rows/s", goal: nil, .higher, decimals: 0))
+        Report.emit(metric("segment_bytes_per_change", segmentBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
+        Report.emit(metric("segment_uncompressed_bytes_per_change", bodyBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
+        Report.emit(metric("changeset_bytes_per_change", changesetBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
+    }
+
+    private func metric(
+        _ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int
+    ) -> Metric {
+        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
+    }
+
+    // MARK: - One round
+
+    struct RoundResult {
+        var applySeconds: Double
+        /// Decode and import, timed as one loop.
+        var oursSeconds: Double
+        /// The parts of `oursSeconds`, each summed over segments.
+        var decodeSeconds: Double
+        var importSeconds: Double
+        var segments: Int
+        var segmentBytes: Int
+        /// The segments' bodies before compression.
+        var bodyBytes: Int
+        var changesetBytes: Int
+
+        /// Our throughput over changeset_apply's, for the same rows.
+        var throughputRatio: Double { applySeconds / oursSeconds }
+    }
+
+    static func round(_ rows: ArraySlice<NoteRow>, oursFirst: Bool, describe: Bool) throws -> RoundResult {
+        var ours: (seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int)?
+        var baseline: (seconds: Double, bytes: Int)?
+        for side in oursFirst ? [true, false] : [false, true] {
+            if side {
+                ours = try replay(rows, describe: describe)
+            } else {
+                baseline = try changesetApply(rows, describe: describe)
+            }
+        }
+        guard let ours, let baseline else { throw BenchError("a side of the round did not run") }
+        return RoundResult(
+            applySeconds: baseline.seconds, oursSeconds: ours.seconds, decodeSeconds: ours.decode,
+            importSeconds: ours.importing, segments: ours.segments, segmentBytes: ours.bytes, bodyBytes: ours.bodyBytes,
+            changesetBytes: baseline.bytes)
+    }
+
+    /// The baseline: capture with a session, then time `sqlite3changeset_apply` on a fresh database.
+    static func changesetApply(_ rows: ArraySlice<NoteRow>, describe: Bool) throws -> (seconds: Double, bytes: Int) {
+        try withTemporaryDirectory { directory in
+            let changeset = try SegmentFixture.sessionChangeset(rows, at: directory.path("session-source.sqlite"))
+            let seconds = try SegmentFixture.applyChangeset(
+                changeset, rows: rows.count, at: directory.path("session-target.sqlite"), describe: describe)
+            return (seconds, changeset.count)
+        }
+    }
+
+    /// logsync: export from a source store, then time decode + `importSegment` of every segment into a
+    /// fresh target store, and check that the target ends with exactly the source's rows.
+    static func replay(_ rows: ArraySlice<NoteRow>, describe: Bool) throws -> (
+        seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int
+    ) {
+        try withTemporaryDirectory { directory in
+            let source = try SegmentFixture.sourceStore(rows, at: directory.path("source.sqlite"))
+            let segments = try SegmentFixture.export(source)
+            let bytes = segments.reduce(0) { $0 + $1.bytes.count }
+            let target = try Store(path: directory.path("target.sqlite"), schema: NoteFixture.schema)
+
+            let clock = ContinuousClock()
+            var decodeTime = Duration.zero
+            var importTime = Duration.zero
+            var transactions = 0
+            var bodyBytes = 0
+            var perSegment: [Double] = []
+            let seconds = try timed {
+                for segment in segments {
+                    let decodeStart = clock.now
+                    let decoded = try SegmentFixture.decode(segment.bytes)
+                    bodyBytes += decoded.uncompressedBytes
+                    let importStart = clock.now
+                    transactions += try SegmentFixture.importDecoded(decoded, into: target)
+                    let end = clock.now
+                    decodeTime += importStart - decodeStart
+                    importTime += end - importStart
+                    perSegment.append((end - importStart).seconds)
+                }
+            }
+
+            let expectedTransactions = (rows.count + SegmentFixture.transactionRows - 1) / SegmentFixture.transactionRows
+            guard transactions == expectedTransactions else {
+                throw BenchError("imported \(transactions) transactions, expected \(expectedTransactions)")
+            }
+            try SegmentFixture.expectRows(target, rows.count, "the target store")
+            if describe { Self.describeSpace(target) }
+            guard try target.read(SegmentFixture.selectRows) == source.read(SegmentFixture.selectRows) else {
+                throw BenchError("the target store's Note rows differ from the source store's")
+            }
+            let tail = max(1, perSegment.count / 10)
+            Report.progress(
+                "    importSegment per segment: median of the first \(tail) \(formatted(Stats.median(Array(perSegment.prefix(tail))) * 1e3, decimals: 1)) ms, "
+                    + "of the last \(tail) \(formatted(Stats.median(Array(perSegment.suffix(tail))) * 1e3, decimals: 1)) ms, "
+                    + "longest \(formatted(perSegment.max()! * 1e3, decimals: 1)) ms")
+            return (seconds, decodeTime.seconds, importTime.seconds, segments.count, bytes, bodyBytes)
+        }
+    }
+
+    /// Untimed: what the imported store holds on disk, per table and index (through SQLite's `dbstat`
+    /// table, when the library has it), to show where replay's writes go.
+    static func describeSpace(_ store: Store) {
+        guard (try? store.checkpoint()) != nil,
+            let rows = try? store.read("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+        else { return }
+        let parts = rows.prefix(8).compactMap { row -> String? in
+            guard case .text(let name) = row[0], case .integer(let bytes) = row[1] else { return nil }
+            return "\(name) \(grouped(Int(bytes) / 1024)) KiB"
+        }
+        Report.progress("    target store on disk after import (dbstat): " + parts.joined(separator: ", "))
+    }
+}

@@ -1,0 +1,152 @@
+import CSQLite
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// Remote history for the `replay` and `stall` suites: Note inserts written into a source store in
+/// transactions of ``transactionRows`` rows, exported into its outbox as segments of at most
+/// ``maximumChanges`` changes, and the same inserts captured by SQLite's session extension on a plain
+/// database, as the baseline's changeset.
+enum SegmentFixture {
+    static let account = "bench"
+    static let author = "bench"
+    static let context = "remote"
+    static let transactionRows = 1_000
+    static let maximumChanges = 2_000
+
+    /// Every visible Note row, in key order, for comparing two stores.
+    static let selectRows = #"SELECT "id", "title", "body", "rank", "score" FROM "Note" ORDER BY "id""#
+
+    // MARK: - logsync side
+
+    /// A fresh store at `path` holding `rows`, written with one `store.write` per ``transactionRows`` rows.
+    static func sourceStore(_ rows: ArraySlice<NoteRow>, at path: String) throws -> Store {
+        let store = try Store(path: path, schema: NoteFixture.schema)
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let end = min(start + transactionRows, rows.endIndex)
+            try store.write(author: author, context: context) { tx in
+                for row in rows[start..<end] { try tx.execute(NoteFixture.plainInsertSQL, row.arguments) }
+            }
+            start = end
+        }
+        return store
+    }
+
+    /// Folds the store's history into its outbox (``maximumChanges`` changes per segment) and returns
+    /// the unpublished segments, oldest first.
+    static func export(_ store: Store) throws -> [OutboxSegment] {
+        _ = try store.exportToOutbox(account: account, maximumChanges: maximumChanges)
+        return try store.unpublishedSegments()
+    }
+
+    /// Writes `rows` into a source store in a temporary directory and returns its segments (the store is
+    /// closed and removed).
+    static func segments(_ rows: ArraySlice<NoteRow>) throws -> [OutboxSegment] {
+        try withTemporaryDirectory { directory in
+            let store = try sourceStore(rows, at: directory.path("source.sqlite"))
+            return try export(store)
+        }
+    }
+
+    /// Decodes a whole segment with ``SegmentDecoder``, checking it completely before returning.
+    /// `uncompressedBytes` is the size of the segment's body before zlib.
+    static func decode(_ bytes: [UInt8]) throws -> (
+        header: SegmentHeader, transactions: [LogTransaction], uncompressedBytes: Int
+    ) {
+        var decoder = try SegmentDecoder(bytes: bytes)
+        var transactions: [LogTransaction] = []
+        while let transaction = try decoder.next() { transactions.append(transaction) }
+        return (decoder.header, transactions, decoder.uncompressedByteCount)
+    }
+
+    /// Imports one decoded segment and checks that it was applied.
+    static func importDecoded(
+        _ decoded: (header: SegmentHeader, transactions: [LogTransaction], uncompressedBytes: Int), into store: Store
+    ) throws -> Int {
+        let outcome = try store.importSegment(
+            header: decoded.header, transactions: decoded.transactions, checksum: 0, account: account)
+        guard case .applied(let transactions) = outcome else {
+            throw BenchError(
+                "segment \(decoded.header.firstSequence)...\(decoded.header.lastSequence) was not applied: \(outcome)")
+        }
+        return transactions
+    }
+
+    static func changeCount(_ segments: [OutboxSegment]) throws -> Int {
+        try segments.reduce(0) { total, segment in
+            total + (try decode(segment.bytes)).transactions.reduce(0) { $0 + $1.changes.count }
+        }
+    }
+
+    static func expectRows(_ store: Store, _ count: Int, _ what: String) throws {
+        let found = try store.read(#"SELECT count(*) FROM "Note""#).first?.first
+        guard found == .integer(Int64(count)) else {
+            throw BenchError("\(what) holds \(String(describing: found)) Note rows, expected \(count)")
+        }
+    }
+
+    // MARK: - Session extension side
+
+    /// Inserts `rows` into a fresh plain database at `path` (the store's DDL and pragmas) in transactions of
+    /// ``transactionRows`` rows, with a session attached to `Note` before the first insert, and returns the
+    /// session's changeset.
+    static func sessionChangeset(_ rows: ArraySlice<NoteRow>, at path: String) throws -> [UInt8] {
+        let db = try PlainDatabase(path: path)
+        try db.execute(NoteFixture.plainDDL)
+        return try withExtendedLifetime(db) {
+            var created: OpaquePointer?
+            var rc = sqlite3session_create(db.handle, "main", &created)
+            guard rc == SQLITE_OK, let session = created else { throw db.error(rc, "sqlite3session_create") }
+            defer { sqlite3session_delete(session) }
+            rc = sqlite3session_attach(session, "Note")
+            guard rc == SQLITE_OK else { throw db.error(rc, "sqlite3session_attach(Note)") }
+
+            let insert = try db.prepare(NoteFixture.plainInsertSQL)
+            var start = rows.startIndex
+            while start < rows.endIndex {
+                let end = min(start + transactionRows, rows.endIndex)
+                try db.execute("BEGIN IMMEDIATE")
+                for row in rows[start..<end] { try insert.insert(row) }
+                try db.execute("COMMIT")
+                start = end
+            }
+
+            var size: Int32 = 0
+            var buffer: UnsafeMutableRawPointer?
+            rc = sqlite3session_changeset(session, &size, &buffer)
+            guard rc == SQLITE_OK, let buffer else { throw db.error(rc, "sqlite3session_changeset") }
+            defer { sqlite3_free(buffer) }
+            return Array(UnsafeRawBufferPointer(start: buffer, count: Int(size)))
+        }
+    }
+
+    /// Seconds for `sqlite3changeset_apply` to apply `changeset` to a fresh plain database at `path` (same
+    /// DDL and pragmas); it runs the whole changeset in one savepoint of its own. Checks the row count.
+    static func applyChangeset(_ changeset: [UInt8], rows: Int, at path: String, describe: Bool = false) throws -> Double {
+        let db = try PlainDatabase(path: path)
+        try db.execute(NoteFixture.plainDDL)
+        var changeset = changeset
+        let seconds = try withExtendedLifetime(db) {
+            var rc: Int32 = SQLITE_OK
+            let seconds = timed {
+                rc = changeset.withUnsafeMutableBytes { raw in
+                    sqlite3changeset_apply(
+                        db.handle, Int32(raw.count), raw.baseAddress, nil, { _, _, _ in SQLITE_CHANGESET_ABORT }, nil)
+                }
+            }
+            guard rc == SQLITE_OK else { throw db.error(rc, "sqlite3changeset_apply") }
+            return seconds
+        }
+        let found = try db.scalar(#"SELECT count(*) FROM "Note""#)
+        guard found == .integer(Int64(rows)) else {
+            throw BenchError("changeset_apply left \(String(describing: found)) Note rows, expected \(rows)")
+        }
+        if describe, case .integer(let pages)? = try db.scalar("PRAGMA page_count"),
+            case .integer(let size)? = try db.scalar("PRAGMA page_size")
+        {
+            Report.progress("    changeset_apply target on disk: \(grouped(Int(pages * size) / 1024)) KiB (Note and its key index only)")
+        }
+        return seconds
+    }
+}
