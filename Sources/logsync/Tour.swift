@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncSync
+import LogsyncTransport
 
 /// A short walk through persistent history: library writes with an author, a write by the `sqlite3`
 /// shell that logsync did not make, a cascading delete with tombstones, and the history that recorded it all.
@@ -64,6 +66,38 @@ struct Tour: ParsableCommand {
             }
             print("\ncurrent token \(try store.currentToken()); inspect it with:")
             print("  sqlite3 \(path) 'SELECT * FROM _ls_log'")
+
+            try syncTour(first: store, directory: directory, folder: folder)
+        }
+    }
+
+    /// A second node syncs with the first through a shared folder, both ways.
+    private func syncTour(first: Store, directory: String, folder: DatabaseValue) throws {
+        let shared = directory + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        let second = try Store(path: directory + "/laptop.sqlite", schema: Self.schema)
+        func engine(_ store: Store) throws -> SyncEngine {
+            SyncEngine(store: store, transport: try DirectoryTransport(root: shared, account: "tour", node: NodeID(store.nodeID)),
+                       configuration: SyncConfiguration(account: "tour"))
+        }
+        print("\n5. a second node (\(second.nodeID.prefix(8))) syncs through the shared folder \(shared)")
+        try first.write(author: "alice", context: "editor") { tx in
+            try tx.insert("Folder", ["id": .text(UUID().uuidString.lowercased()), "name": "Trips"])
+        }
+        print("   node 1: \(try engine(first).sync())")
+        print("   node 2: \(try engine(second).sync())")
+        try second.write(author: "bob", context: "laptop") { tx in
+            guard let trips = try tx.rows("SELECT id FROM Folder WHERE name = 'Trips'").first?.first else { return }
+            try tx.insert("Note", ["id": .text(UUID().uuidString.lowercased()), "title": "Lisbon", "folder": trips])
+        }
+        print("6. node 2 added a note; it syncs back")
+        print("   node 2: \(try engine(second).sync())")
+        print("   node 1: \(try engine(first).sync())")
+        for row in try first.read("SELECT f.name, n.title FROM Note n JOIN Folder f ON f.id = n.folder") {
+            print("   node 1 now shows: \(row[0]) / \(row[1])")
+        }
+        if let imported = try first.history(filter: HistoryFilter(origins: [.remote(second.nodeID)])).last {
+            print("   recorded in node 1's history as:\n" + HistoryFormatter.describe(imported).split(separator: "\n").map { "   " + $0 }.joined(separator: "\n"))
         }
     }
 
