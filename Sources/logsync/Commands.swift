@@ -149,13 +149,7 @@ struct Sync: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let store = try options.open()
-            let transport: DirectoryTransport
-            do {
-                transport = try DirectoryTransport(root: shared, account: account, node: NodeID(store.nodeID))
-            } catch {
-                FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
-                throw ExitCode(ExitCodes.storeError)
-            }
+            let transport = try DirectoryTransport(root: shared, account: account, node: NodeID(store.nodeID))
             let engine = SyncEngine(
                 store: store, transport: transport,
                 configuration: SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges, maximumChangesPerBatch: batchChanges))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncTransport
 
 @main
 struct Logsync: AsyncParsableCommand {
@@ -35,6 +36,8 @@ struct StoreOptionGroup: ParsableArguments {
 enum ExitCodes {
     static let storeError: Int32 = 3
     static let schemaError: Int32 = 4
+    /// The shared folder or another transport failed (missing folder, full disk, a conflicting file).
+    static let transportError: Int32 = 5
 }
 
 extension ParsableCommand {
@@ -48,6 +51,9 @@ extension ParsableCommand {
         } catch let error as SchemaError {
             FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
             throw ExitCode(ExitCodes.schemaError)
+        } catch let error as TransportError {
+            FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
+            throw ExitCode(ExitCodes.transportError)
         }
     }
 }

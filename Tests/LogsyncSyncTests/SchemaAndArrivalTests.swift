@@ -108,3 +108,21 @@ struct BatchedImportTests {
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(2)]])
     }
 }
+
+@Suite("Purge and sync")
+struct PurgeAndSyncTests {
+    @Test("purging history keeps what has not been exported yet, and it still ships")
+    func purgeKeepsUnexportedHistory() throws {
+        let cluster = try SyncCluster("purge")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        try a.write(author: "early") { try $0.insert("Note", ["id": SyncCluster.id(), "title": "shipped"]) }
+        _ = try cluster.engine(a).sync()
+        for i in 0..<3 { try a.write(author: "late") { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("pending \(i)")]) } }
+        let newest = try a.currentToken()
+        #expect(try a.purgeHistory(before: HistoryToken(newest.rawValue + 100)) == 1, "only the exported transaction goes")
+        #expect(try a.history().map(\.author) == ["late", "late", "late"])
+        _ = try cluster.engine(a).sync()
+        _ = try cluster.engine(b).sync()
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(4)]])
+    }
+}

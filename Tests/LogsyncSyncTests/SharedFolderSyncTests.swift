@@ -189,6 +189,20 @@ struct SharedFolderSyncTests {
         }
     }
 
+    @Test("a missing shared folder is a clear error with its own exit code, and nothing is created")
+    func missingSharedFolder() async throws {
+        let cluster = try SyncCluster()
+        let a = try cluster.store("a")
+        try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "kept"]) }
+        let missing = cluster.directory.file("nowhere")
+        let result = try await Subprocess.run(
+            Products.path("logsync"), ["sync", "--store", a.path, "--schema", cluster.schemaFile, "--shared", missing])
+        #expect(result.status == 5)
+        #expect(result.stderr.contains("the shared folder \(missing) does not exist"))
+        #expect(!FileManager.default.fileExists(atPath: missing))
+        #expect(try a.exportedSequence() == 0, "nothing exported to a folder that is not there")
+    }
+
     /// `logsync sync` killed with SIGKILL at each fault point, then run again: nothing is lost, nothing
     /// applied twice, nothing republished differently.
     @Test(

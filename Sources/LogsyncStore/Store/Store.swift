@@ -230,7 +230,8 @@ public final class Store: Sendable {
     }
 
     /// Removes history transactions older than `token`. The newest transaction is always kept, so tokens
-    /// keep increasing. Returns how many transactions were removed.
+    /// keep increasing; and once the store syncs, history not yet exported is kept too, so purging never
+    /// loses a change other nodes have not received. Returns how many transactions were removed.
     @discardableResult
     public func purgeHistory(before token: HistoryToken) throws -> Int {
         try sealPendingChanges()
@@ -239,7 +240,10 @@ public final class Store: Sendable {
             do {
                 try connection.execute("BEGIN IMMEDIATE")
                 let newest = try connection.int64("SELECT seq FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") ?? 0
-                let bound = min(token.rawValue, newest)
+                var bound = min(token.rawValue, newest)
+                if let exported = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_token'") {
+                    bound = min(bound, exported + 1)
+                }
                 let cut = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0 AND seq < ?", [.integer(bound)]) ?? 0
                 let removed = try connection.int64("SELECT count(*) FROM _ls_log WHERE kind = 0 AND seq <= ?", [.integer(cut)]) ?? 0
                 try connection.execute("DELETE FROM _ls_log WHERE seq <= ?", [.integer(cut)])
