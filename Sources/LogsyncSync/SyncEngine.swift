@@ -110,6 +110,10 @@ public final class SyncEngine: Sendable {
                     report.heldForSchema.append(name)
                     break
                 }
+                if segment.header.maxTimestamp.physicalMilliseconds > Self.wallClockMilliseconds() + HybridLogicalClock.maximumDrift {
+                    report.heldForClockSkew.append(name)
+                    break
+                }
                 switch try store.importSegment(
                     header: segment.header, transactions: segment.transactions, checksum: segment.checksum,
                     account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
@@ -194,6 +198,10 @@ public final class SyncEngine: Sendable {
 
     private func describe(_ name: SegmentName) -> String {
         (transport as? DirectoryTransport)?.path(of: name) ?? name.description
+    }
+
+    static func wallClockMilliseconds() -> UInt64 {
+        UInt64(Date().timeIntervalSince1970 * 1000)
     }
 
     /// FNV-1a over the whole file: what "the same segment" means when a name comes back.

@@ -19,6 +19,9 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     public var quarantined: [SegmentName] = []
     /// Segments written with a newer schema than this store's: kept, applied once the schema catches up.
     public var heldForSchema: [SegmentName] = []
+    /// Segments stamped further in the future than ``HybridLogicalClock/maximumDrift``: a peer's clock is
+    /// wrong. Kept, and applied once local time catches up, so a wrong clock cannot win every conflict.
+    public var heldForClockSkew: [SegmentName] = []
 
     public init() {}
 
@@ -28,6 +31,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         if !rejected.isEmpty { parts.append("rejected \(rejected.count)") }
         if !quarantined.isEmpty { parts.append("quarantined \(quarantined.count)") }
         if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
+        if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }
         if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
         return parts.joined(separator: ", ")
     }

@@ -126,3 +126,29 @@ struct PurgeAndSyncTests {
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(4)]])
     }
 }
+
+@Suite("Clock skew")
+struct ClockSkewTests {
+    @Test("a segment stamped far in the future is held and reported, not applied")
+    func futureSegmentHeld() throws {
+        let cluster = try SyncCluster("skew")
+        let b = try cluster.store("b")
+        let origin = NodeID(UUID().uuidString.lowercased())
+        let yearAhead = UInt64(Date().timeIntervalSince1970 * 1000) + 365 * 24 * 3_600_000
+        let note = SyncCluster.id()
+        let bytes = try SegmentEncoder.encode(
+            schemaVersion: 1, account: "default", node: origin,
+            transactions: [LogTransaction(sequence: 1, timestamp: HLCTimestamp(physicalMilliseconds: yearAhead, logical: 0), author: "skewed", contextName: nil,
+                                          changes: [LogChange(entity: "Note", primaryKey: note, kind: .insert, causalLength: 1, values: ["title": "from the future"])])])
+        let transport = try DirectoryTransport(root: cluster.shared, account: "default", node: origin)
+        try transport.publish(SegmentName(node: origin, firstSequence: 1, lastSequence: 1), bytes: bytes)
+        let report = try cluster.engine(b).sync()
+        #expect(report.heldForClockSkew.map(\.firstSequence) == [1])
+        #expect(report.applied.isEmpty)
+        #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(0)]])
+        // Local writes are not dragged into the future either.
+        try b.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "now"]) }
+        let stamp = try #require(try b.history().last?.timestamp)
+        #expect(stamp.physicalMilliseconds < yearAhead - 300 * 24 * 3_600_000)
+    }
+}
