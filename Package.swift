@@ -10,6 +10,7 @@
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
 //   LogsyncTransport  moving segments between nodes: the Transport protocol, the shared directory
 //   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
+//   LogsyncDaemon     syncd's parts: configuration, the sync loop, the control socket and its protocol
 //
 import PackageDescription
 
@@ -20,6 +21,8 @@ let package = Package(
         .library(name: "LogsyncCore", targets: ["LogsyncCore"]),
         .library(name: "LogsyncStore", targets: ["LogsyncStore"]),
         .library(name: "LogsyncSync", targets: ["LogsyncSync"]),
+        .executable(name: "syncd", targets: ["syncd"]),
+        .executable(name: "syncctl", targets: ["syncctl"]),
         .executable(name: "logsync", targets: ["logsync"]),
         .executable(name: "logsync-bench", targets: ["logsync-bench"]),
     ],
@@ -39,6 +42,11 @@ let package = Package(
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
+        .target(name: "LogsyncDaemon", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport"]),
+        .executableTarget(name: "syncd", dependencies: ["LogsyncDaemon"]),
+        .executableTarget(
+            name: "syncctl",
+            dependencies: ["LogsyncDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "logsync",
             dependencies: [
@@ -58,10 +66,11 @@ let package = Package(
             ]
         ),
         // Temp directories and real child processes for the tests (and, later, the multi-node kit).
-        .target(name: "LogsyncTestKit"),
+        .target(name: "LogsyncTestKit", dependencies: ["LogsyncCore", "LogsyncStore"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncDaemonTests", dependencies: ["LogsyncDaemon", "LogsyncStore", "LogsyncTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -18,10 +18,16 @@ struct StoreOptionGroup: ParsableArguments {
     @Option(name: .long, help: "Path of the store file.")
     var store: String
 
-    @Option(name: .long, help: "Schema declaration as JSON (see docs/history.md).")
-    var schema: String
+    @Option(name: .long, help: "Schema declaration as JSON (see docs/history.md); default: the schema registered in the store.")
+    var schema: String?
 
     func open() throws -> Store {
+        guard let schema else {
+            guard let registered = try Store.registeredSchema(at: store) else {
+                throw ValidationError("\(store) is not a logsync store yet: give --schema to create it")
+            }
+            return try Store(path: store, schema: registered)
+        }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: schema))

@@ -1,0 +1,174 @@
+import Foundation
+import LogsyncPlatform
+
+/// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
+/// Every key is listed in ``DaemonConfiguration/keys`` and documented in `config/syncd.toml`.
+public struct DaemonConfiguration: Sendable {
+    public var storePath: String
+    /// A JSON schema to register (create or migrate the store). Without it the store must exist and its
+    /// registered schema is used; with neither, the embedded notes schema is used.
+    public var schemaPath: String?
+    public var account: String
+    public var sharedFolder: String
+    public var rescanIntervalMilliseconds: Int
+    public var segmentChanges: Int
+    public var batchChanges: Int
+    public var maximumBackoffMilliseconds: Int
+    public var socketPath: String
+    /// Where the settings came from: a file path, or "embedded defaults".
+    public var source: String
+
+    /// A documented configuration key with its type and default.
+    public struct Key: Sendable {
+        public let table: String
+        public let name: String
+        public let type: String
+        public let defaultValue: String
+        public let meaning: String
+    }
+
+    public static let keys: [Key] = [
+        Key(table: "store", name: "path", type: "string", defaultValue: "<state>/store.sqlite",
+            meaning: "the SQLite store this daemon syncs"),
+        Key(table: "store", name: "schema", type: "string", defaultValue: "(none)",
+            meaning: "a JSON schema to register; without it the store's registered schema is used (a new store gets the embedded notes schema)"),
+        Key(table: "sync", name: "account", type: "string", defaultValue: "\"default\"",
+            meaning: "whose logs to exchange; a folder of that name holds them under the shared folder"),
+        Key(table: "sync", name: "shared_folder", type: "string", defaultValue: "<state>/shared",
+            meaning: "the folder all nodes share (local, NFS, Syncthing); must exist when set"),
+        Key(table: "sync", name: "rescan_interval_ms", type: "integer", defaultValue: "30000",
+            meaning: "rescan the shared folder at least this often (inotify does not see other hosts' writes on NFS or synced folders)"),
+        Key(table: "sync", name: "segment_changes", type: "integer", defaultValue: "2000",
+            meaning: "at most this many changes per exported segment"),
+        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: "500",
+            meaning: "imports apply at most this many changes per SQLite transaction (whole transactions only)"),
+        Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
+            meaning: "after failures, retry with exponential backoff up to this delay"),
+        Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
+            meaning: "the control socket syncctl talks to (owner-only)"),
+    ]
+
+    /// Resolves the configuration: `file` if given, else the first existing default file, else the
+    /// embedded defaults. Relative paths in a file are relative to the file's folder.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> DaemonConfiguration {
+        let paths = DaemonPaths(environment: environment)
+        var configuration = DaemonConfiguration(
+            storePath: paths.state + "/store.sqlite", schemaPath: nil, account: "default", sharedFolder: paths.state + "/shared",
+            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: 500, maximumBackoffMilliseconds: 60_000,
+            socketPath: paths.runtime + "/syncd.sock", source: "embedded defaults")
+        let chosen = file ?? paths.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
+        guard let chosen else {
+            try configuration.validateSocket(file: configuration.source, line: 0)
+            return configuration
+        }
+        guard let data = FileManager.default.contents(atPath: chosen) else {
+            throw ConfigError(file: chosen, line: 0, "cannot read the configuration file (missing or not readable)")
+        }
+        let document = try ConfigFile(path: chosen, text: String(decoding: data, as: UTF8.self))
+        try configuration.apply(document, directory: URL(fileURLWithPath: chosen).deletingLastPathComponent().path)
+        configuration.source = chosen
+        return configuration
+    }
+
+    private mutating func apply(_ document: ConfigFile, directory: String) throws(ConfigError) {
+        func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
+        var sharedFolderLine: Int?
+        var socketLine = 0
+        for entry in document.entries {
+            let file = document.path
+            guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }) else {
+                let known = Self.keys.filter { $0.table == entry.table }.map(\.name)
+                let hint = known.isEmpty
+                    ? "known tables: \(Set(Self.keys.map(\.table)).sorted().joined(separator: ", "))"
+                    : "known keys in [\(entry.table)]: \(known.joined(separator: ", "))"
+                throw ConfigError(file: file, line: entry.line, "unknown key '\(entry.table.isEmpty ? entry.key : entry.table + "." + entry.key)' (\(hint))")
+            }
+            func string() throws(ConfigError) -> String {
+                guard case .string(let value) = entry.value else {
+                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be a string, found \(entry.value.typeName) (\(entry.value))")
+                }
+                guard !value.isEmpty else { throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must not be empty") }
+                return value
+            }
+            func positive() throws(ConfigError) -> Int {
+                guard case .integer(let value) = entry.value else {
+                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be an integer, found \(entry.value.typeName) (\(entry.value))")
+                }
+                guard value > 0, value <= Int64(Int32.max) else {
+                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be between 1 and \(Int32.max), got \(value)")
+                }
+                return Int(value)
+            }
+            switch (key.table, key.name) {
+            case ("store", "path"): storePath = resolve(try string())
+            case ("store", "schema"):
+                let path = resolve(try string())
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw ConfigError(file: file, line: entry.line, "schema file \(path) does not exist")
+                }
+                schemaPath = path
+            case ("sync", "account"): account = try string()
+            case ("sync", "shared_folder"):
+                sharedFolder = resolve(try string())
+                sharedFolderLine = entry.line
+            case ("sync", "rescan_interval_ms"): rescanIntervalMilliseconds = try positive()
+            case ("sync", "segment_changes"): segmentChanges = try positive()
+            case ("sync", "batch_changes"): batchChanges = try positive()
+            case ("sync", "max_backoff_ms"): maximumBackoffMilliseconds = try positive()
+            case ("control", "socket"):
+                socketPath = resolve(try string())
+                socketLine = entry.line
+            default: break
+            }
+        }
+        if let line = sharedFolderLine {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: sharedFolder, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ConfigError(
+                    file: document.path, line: line,
+                    "shared folder \(sharedFolder) does not exist or is not a directory; create it (or mount it) first")
+            }
+        }
+        try validateSocket(file: document.path, line: socketLine)
+    }
+
+    private func validateSocket(file: String, line: Int) throws(ConfigError) {
+        guard socketPath.utf8.count <= UnixSocket.maximumPathLength else {
+            throw ConfigError(
+                file: file, line: line,
+                "control socket path \(socketPath) is \(socketPath.utf8.count) bytes; Unix sockets allow \(UnixSocket.maximumPathLength): choose a shorter path")
+        }
+    }
+
+    /// Whether the shared folder is one the daemon may create: the embedded default under its own state.
+    public var ownsSharedFolder: Bool { source == "embedded defaults" }
+}
+
+/// Where a daemon keeps its files: systemd's directory variables when set, else the XDG base
+/// directories, else `/var/lib`, `/run` and `/etc` for root.
+public struct DaemonPaths: Sendable {
+    public var state: String
+    public var runtime: String
+    public var defaultConfigFiles: [String]
+
+    public init(environment: [String: String]) {
+        func first(_ name: String) -> String? {
+            environment[name].flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        let root = getuid() == 0
+        state =
+            first("STATE_DIRECTORY")
+            ?? first("XDG_STATE_HOME").map { $0 + "/logsync" }
+            ?? (root ? "/var/lib/logsync" : home + "/.local/state/logsync")
+        runtime =
+            first("RUNTIME_DIRECTORY")
+            ?? first("XDG_RUNTIME_DIR").map { $0 + "/logsync" }
+            ?? (root ? "/run/logsync" : "/tmp/logsync-\(getuid())")
+        var configs: [String] = []
+        if let directory = first("CONFIGURATION_DIRECTORY") { configs.append(directory + "/syncd.toml") }
+        if let directory = first("XDG_CONFIG_HOME") { configs.append(directory + "/logsync/syncd.toml") }
+        configs.append(root ? "/etc/logsync/syncd.toml" : home + "/.config/logsync/syncd.toml")
+        defaultConfigFiles = configs
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncSync
+import LogsyncTransport
+
+/// `syncd`: keeps one store in sync through a shared folder, and answers `syncctl` on its control socket.
+public final class SyncDaemon: @unchecked Sendable {
+    public let configuration: DaemonConfiguration
+    let store: Store
+    let transport: DirectoryTransport
+    let engine: SyncEngine
+    private let lock: FileLock
+    private var loop: SyncLoop!
+    private var server: ControlServer!
+    private var watchers: [Task<Void, Never>] = []
+    private let log: @Sendable (String) -> Void
+    private let startedAt = Date().milliseconds
+
+    private let state = NSLock()
+    private var phase: DaemonStatus.State = .starting
+    private var lastSummary: SyncSummary?
+    private var lastReport: SyncReport?
+    private var lastError: String?
+    private var subscribers: [Int: @Sendable (DaemonEvent) -> Void] = [:]
+    private var nextSubscriber = 0
+
+    /// Opens everything the daemon needs; throws a ``DaemonError`` that says what to fix.
+    public init(configuration: DaemonConfiguration, log: @escaping @Sendable (String) -> Void) throws {
+        self.configuration = configuration
+        self.log = log
+        let storeDirectory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent().path
+        let socketDirectory = URL(fileURLWithPath: configuration.socketPath).deletingLastPathComponent().path
+        do {
+            try DurableFiles.makeDirectories(storeDirectory)
+            try DurableFiles.makeDirectories(socketDirectory)
+            if configuration.ownsSharedFolder { try DurableFiles.makeDirectories(configuration.sharedFolder) }
+        } catch {
+            throw DaemonError(.setup, "cannot create the daemon's directories: \(error)")
+        }
+        chmod(socketDirectory, 0o700)
+
+        let lockPath = configuration.storePath + ".syncd.lock"
+        guard let lock = try FileLock.acquire(lockPath) else {
+            let holder = FileLock.holder(of: lockPath).map { " (pid \($0))" } ?? ""
+            throw DaemonError(
+                .alreadyRunning,
+                "another syncd\(holder) is already running on \(configuration.storePath); stop it first, or give this one another store")
+        }
+        self.lock = lock
+
+        store = try Self.openStore(configuration)
+        transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
+        engine = SyncEngine(
+            store: store, transport: transport,
+            configuration: SyncConfiguration(
+                account: configuration.account, maximumChangesPerSegment: configuration.segmentChanges,
+                maximumChangesPerBatch: configuration.batchChanges))
+        loop = SyncLoop(
+            engine: engine, maximumBackoffMilliseconds: configuration.maximumBackoffMilliseconds,
+            onStart: { [weak self] round in self?.roundStarted(round) },
+            onRound: { [weak self] outcome in self?.roundFinished(outcome) })
+        do {
+            server = try ControlServer(path: configuration.socketPath, daemon: self)
+        } catch {
+            guard error.errno == EADDRINUSE else {
+                throw DaemonError(.setup, "cannot open the control socket \(configuration.socketPath): \(error)")
+            }
+            throw DaemonError(
+                .socketInUse,
+                "the control socket \(configuration.socketPath) is in use by another process; stop it or set [control] socket to another path")
+        }
+    }
+
+    private static func openStore(_ configuration: DaemonConfiguration) throws -> Store {
+        let schema: Schema
+        if let path = configuration.schemaPath {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw DaemonError(.setup, "cannot read schema file \(path)")
+            }
+            schema = try Schema(json: data)
+        } else if let registered = try Store.registeredSchema(at: configuration.storePath) {
+            schema = registered
+        } else {
+            schema = EmbeddedSchema.notes
+        }
+        return try Store(path: configuration.storePath, schema: schema)
+    }
+
+    public var nodeID: String { store.nodeID }
+
+    /// Starts watching and syncing; returns at once.
+    public func start() {
+        loop.start()
+        server.start()
+        let commits = store.commits()
+        let arrivals = transport.arrivals(rescanInterval: .milliseconds(configuration.rescanIntervalMilliseconds))
+        watchers.append(Task { [loop] in for await _ in commits { loop?.wake() } })
+        watchers.append(Task { [loop] in for await _ in arrivals { loop?.wake() } })
+        setPhase(.idle)
+        log("syncd ready: node \(store.nodeID), store \(configuration.storePath), shared folder \(configuration.sharedFolder), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)")
+    }
+
+    /// Finishes the round in progress (never half an apply), stops watching, closes the socket and the store.
+    public func stop() {
+        setPhase(.stopping)
+        publish(DaemonEvent(kind: .stopping, at: Date().milliseconds, message: "syncd is stopping"))
+        for watcher in watchers { watcher.cancel() }
+        loop.stop()
+        server.stop()
+        try? store.checkpoint()
+        log("syncd stopped")
+    }
+
+    // MARK: - Requests from the control socket
+
+    func trigger(timeout: TimeInterval) -> SyncLoop.Outcome? { loop.trigger(timeout: timeout) }
+
+    func status() throws -> DaemonStatus {
+        let (summary, report, error, phase) = state.withLock { (lastSummary, lastReport, lastError, self.phase) }
+        let pending = try store.pendingExports()
+        var available: [String: UInt64] = [:]
+        if let scan = try? transport.scan(excluding: NodeID(store.nodeID)) {
+            for name in scan.segments { available[name.node.rawValue] = max(available[name.node.rawValue] ?? 0, name.lastSequence) }
+        }
+        var peers: [String: PeerStatus] = [:]
+        for (node, applied, at) in try store.peerCursors() {
+            peers[node.rawValue] = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
+        }
+        for (node, last) in available {
+            var peer = peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
+            peer.availableSequence = max(last, peer.appliedSequence)
+            peers[node] = peer
+        }
+        for (node, next) in report?.waiting ?? [:] { peers[node.rawValue]?.waitingFor = next }
+        let peerList = peers.values.map { peer -> PeerStatus in
+            var peer = peer
+            peer.lag = peer.availableSequence - peer.appliedSequence
+            return peer
+        }.sorted { $0.node < $1.node }
+        return DaemonStatus(
+            state: phase, account: configuration.account, node: store.nodeID, store: configuration.storePath,
+            sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
+            pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
+            quarantined: try store.quarantined().map {
+                QuarantineEntry(node: $0.node.rawValue, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence, reason: $0.reason, location: $0.location)
+            },
+            rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: report?.ignored.count ?? 0,
+            lastError: error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil)
+    }
+
+    func history(limit: Int) throws -> [HistoryEntry] {
+        try store.recentHistory(limit: limit).map {
+            HistoryEntry(token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), author: $0.author, context: $0.contextName,
+                         origin: $0.origin.description, changes: $0.changes.count)
+        }
+    }
+
+    func subscribe(_ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
+        state.withLock {
+            nextSubscriber += 1
+            subscribers[nextSubscriber] = handler
+            return nextSubscriber
+        }
+    }
+
+    func unsubscribe(_ id: Int) {
+        _ = state.withLock { subscribers.removeValue(forKey: id) }
+    }
+
+    // MARK: - Rounds
+
+    private func setPhase(_ phase: DaemonStatus.State) {
+        state.withLock { if self.phase != .stopping { self.phase = phase } }
+    }
+
+    private func roundStarted(_ round: Int) {
+        setPhase(.syncing)
+        publish(DaemonEvent(kind: .syncStarted, at: Date().milliseconds, message: "round \(round) started"))
+    }
+
+    private func roundFinished(_ outcome: SyncLoop.Outcome) {
+        switch outcome {
+        case .completed(let report, let summary):
+            state.withLock {
+                lastSummary = summary
+                lastReport = report
+                lastError = nil
+            }
+            setPhase(.idle)
+            for name in report.published { publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
+            for name in report.applied { publish(DaemonEvent(kind: .applied, at: summary.finishedAt, message: name.description)) }
+            for name in report.quarantined {
+                log("QUARANTINED \(name): the same node and sequences with different content; not applied")
+                publish(DaemonEvent(kind: .quarantined, at: summary.finishedAt, message: name.description))
+            }
+            if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty {
+                log("round \(summary.round): \(report)")
+            }
+            publish(DaemonEvent(kind: .syncFinished, at: summary.finishedAt, message: "round \(summary.round): \(report)"))
+        case .failed(let error, let summary):
+            state.withLock {
+                lastSummary = summary
+                lastError = String(describing: error)
+            }
+            setPhase(.backoff)
+            log("round \(summary.round) failed: \(error)")
+            publish(DaemonEvent(kind: .syncFailed, at: summary.finishedAt, message: String(describing: error)))
+        }
+    }
+
+    private func publish(_ event: DaemonEvent) {
+        let handlers = state.withLock { Array(subscribers.values) }
+        for handler in handlers { handler(event) }
+    }
+}
+
+/// The schema a new store gets when neither the configuration nor the store names one: the notes of
+/// the README's tour.
+public enum EmbeddedSchema {
+    public static let notes = Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .text, optional: false, default: "", preservedOnDelete: true)]),
+        Entity(
+            "Note",
+            attributes: [
+                Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text),
+                Attribute("pinned", .bool, optional: false, default: 0),
+            ],
+            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+    ])
+}

@@ -1,0 +1,179 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// N real `syncd` processes in one temporary directory, each with its own store, configuration and
+/// control socket, all sharing one folder. Tests write through the library, drive the daemons with
+/// `syncctl`, and wait for convergence with deadlines.
+public final class SyncdCluster: @unchecked Sendable {
+    public let directory: TemporaryDirectory
+    public let shared: String
+    public let schemaFile: String
+    public let schema: Schema
+    public private(set) var nodes: [SyncdNode] = []
+
+    public init(_ label: String = "d", schema: Schema, schemaJSON: String) throws {
+        directory = try TemporaryDirectory(label)
+        shared = directory.file("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        schemaFile = try directory.write("schema.json", schemaJSON)
+        self.schema = schema
+    }
+
+    /// Adds a node (not started). `extra` lines are appended to its `[sync]` table.
+    public func addNode(_ name: String, extra: [String] = []) throws -> SyncdNode {
+        let node = try SyncdNode(cluster: self, name: name, extra: extra)
+        nodes.append(node)
+        return node
+    }
+
+    /// Waits until every node's synced tables hold the same rows; returns them. On timeout the error
+    /// carries each node's tables and daemon log.
+    public func awaitConvergence(timeout: Duration = .seconds(20)) async throws -> [String: [[DatabaseValue]]] {
+        let deadline = ContinuousClock.now + timeout
+        var last: [[String: [[DatabaseValue]]]] = []
+        while ContinuousClock.now < deadline {
+            last = try nodes.map { try $0.tables() }
+            if Set(last.map { String(describing: $0.sorted { $0.key < $1.key }) }).count == 1 { return last[0] }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ClusterError.notConverged(tables: zip(nodes.map(\.name), last).map { "\($0): \($1)" }, logs: nodes.map { "\($0.name):\n\($0.log)" })
+    }
+}
+
+public enum ClusterError: Error, CustomStringConvertible {
+    case notConverged(tables: [String], logs: [String])
+    case notReady(node: String, log: String)
+
+    public var description: String {
+        switch self {
+        case .notConverged(let tables, let logs):
+            return "nodes did not converge:\n" + tables.joined(separator: "\n") + "\nlogs:\n" + logs.joined(separator: "\n")
+        case .notReady(let node, let log):
+            return "syncd \(node) did not become ready; log:\n\(log)"
+        }
+    }
+}
+
+/// One `syncd` of a cluster: its files, its process, and `syncctl` aimed at it.
+public final class SyncdNode: @unchecked Sendable {
+    public let name: String
+    public let storePath: String
+    public let socketPath: String
+    public let configPath: String
+    public let logPath: String
+    private unowned let cluster: SyncdCluster
+    public private(set) var process: Subprocess?
+    private var store: Store?
+
+    init(cluster: SyncdCluster, name: String, extra: [String]) throws {
+        self.cluster = cluster
+        self.name = name
+        let folder = cluster.directory.file(name)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        storePath = folder + "/store.sqlite"
+        socketPath = folder + "/s.sock"
+        logPath = folder + "/syncd.log"
+        configPath = try cluster.directory.write("\(name)/syncd.toml", """
+            [store]
+            path = "store.sqlite"
+            schema = "\(cluster.schemaFile)"
+
+            [sync]
+            account = "test"
+            shared_folder = "\(cluster.shared)"
+            rescan_interval_ms = 1000
+            max_backoff_ms = 1000
+            \(extra.joined(separator: "\n"))
+
+            [control]
+            socket = "s.sock"
+            """)
+    }
+
+    /// Starts `syncd` and waits until it is ready. `environment` adds variables (e.g. `LOGSYNC_FAULT`).
+    public func start(environment: [String: String] = [:], timeout: Duration = .seconds(20)) async throws {
+        var variables = ProcessInfo.processInfo.environment
+        for (key, value) in environment { variables[key] = value }
+        let process = try Subprocess(Products.path("syncd"), ["--config", configPath], environment: variables)
+        self.process = process
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if process.stderr.contains("syncd ready") { return }
+            if !process.process.isRunning { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ClusterError.notReady(node: name, log: log)
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the exit status.
+    @discardableResult
+    public func stop(timeout: Duration = .seconds(20)) async throws -> Int32 {
+        guard let process else { return 0 }
+        kill(process.process.processIdentifier, SIGTERM)
+        let status = try await process.waitForExit(timeout: timeout)
+        appendLog()
+        self.process = nil
+        return status
+    }
+
+    public func kill9() async throws {
+        guard let process else { return }
+        try await process.kill9()
+        appendLog()
+        self.process = nil
+    }
+
+    /// Waits for a daemon that is expected to die by itself (a fault point); returns its exit status.
+    public func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
+        guard let process else { return 0 }
+        let status = try await process.waitForExit(timeout: timeout)
+        appendLog()
+        self.process = nil
+        return status
+    }
+
+    private var previousLogs = ""
+
+    private func appendLog() {
+        previousLogs += process?.stderr ?? ""
+        try? previousLogs.write(toFile: logPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Everything this node's daemons have logged so far.
+    public var log: String { previousLogs + (process?.stderr ?? "") }
+
+    /// Runs `syncctl` against this node.
+    public func syncctl(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Subprocess.run(Products.path("syncctl"), arguments + ["--socket", socketPath], timeout: timeout)
+    }
+
+    /// `syncctl status --json`, decoded loosely.
+    public func status() async throws -> [String: Any] {
+        let result = try await syncctl(["status", "--json"])
+        guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+            throw SubprocessError.exited(status: result.status, stdout: result.stdout, stderr: result.stderr)
+        }
+        return object
+    }
+
+    /// The node's store, opened in the test process (a second connection next to the daemon's).
+    public func openStore() throws -> Store {
+        if let store { return store }
+        let opened = try Store(path: storePath, schema: cluster.schema)
+        store = opened
+        return opened
+    }
+
+    /// Every synced table's rows, ordered by primary key.
+    public func tables() throws -> [String: [[DatabaseValue]]] {
+        let store = try openStore()
+        var tables: [String: [[DatabaseValue]]] = [:]
+        for entity in cluster.schema.entities {
+            tables[entity.name] = try store.read("SELECT * FROM \"\(entity.name)\" ORDER BY 1")
+        }
+        return tables
+    }
+
+    public var nodeID: String? { try? openStore().nodeID }
+}

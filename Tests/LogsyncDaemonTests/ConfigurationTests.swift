@@ -1,0 +1,75 @@
+import Foundation
+import LogsyncDaemon
+import LogsyncTestKit
+import Testing
+
+@Suite("syncd configuration")
+struct ConfigurationTests {
+    private func load(_ text: String, in directory: TemporaryDirectory) throws(ConfigError) -> DaemonConfiguration {
+        let file = (try? directory.write("syncd.toml", text)) ?? directory.file("syncd.toml")
+        return try DaemonConfiguration.load(file: file, environment: ["HOME": directory.path])
+    }
+
+    @Test("every key is read, relative paths resolve against the file's folder, defaults fill the rest")
+    func readsKeys() throws {
+        let directory = try TemporaryDirectory("cfg")
+        try FileManager.default.createDirectory(atPath: directory.file("shared"), withIntermediateDirectories: false)
+        let configuration = try load("""
+            # a comment
+            [store]
+            path = "data/store.sqlite"   # trailing comment
+
+            [sync]
+            account = "alice"
+            shared_folder = "shared"
+            rescan_interval_ms = 5_000
+            """, in: directory)
+        #expect(configuration.storePath == directory.file("data/store.sqlite"))
+        #expect(configuration.sharedFolder == directory.file("shared"))
+        #expect(configuration.account == "alice")
+        #expect(configuration.rescanIntervalMilliseconds == 5_000)
+        #expect(configuration.segmentChanges == 2_000)
+        #expect(configuration.source == directory.file("syncd.toml"))
+    }
+
+    @Test("errors name the file and the line", arguments: [
+        ("[sync]\naccount = 42\n", 2, "must be a string, found an integer"),
+        ("[sync]\nrescan_interval_ms = \"soon\"\n", 2, "must be an integer, found a string"),
+        ("[sync]\nacount = \"x\"\n", 2, "unknown key 'sync.acount'"),
+        ("[nope]\nx = 1\n", 2, "unknown key 'nope.x'"),
+        ("\n\n[sync]\nshared_folder = \"/does/not/exist\"\n", 4, "shared folder /does/not/exist does not exist"),
+        ("[sync]\naccount = \"a\"\naccount = \"b\"\n", 3, "set twice (first on line 2)"),
+        ("[sync\n", 1, "closing ']'"),
+        ("[sync]\naccount = unquoted\n", 2, "is not a value"),
+        ("[sync]\nbatch_changes = 0\n", 2, "must be between 1 and"),
+        ("[control]\nsocket = \"/tmp/\(String(repeating: "x", count: 120))\"\n", 2, "Unix sockets allow 107"),
+    ])
+    func errorsHaveLines(text: String, line: Int, message: String) throws {
+        let directory = try TemporaryDirectory("cfg")
+        let error = try #require(throws: ConfigError.self) { try load(text, in: directory) }
+        #expect(error.file == directory.file("syncd.toml"))
+        #expect(error.line == line, "\(error)")
+        #expect(error.message.contains(message), "\(error)")
+    }
+
+    @Test("without a file: systemd's directories, else XDG, else the home directory")
+    func defaultPaths() {
+        let systemd = DaemonPaths(environment: ["STATE_DIRECTORY": "/var/lib/logsync:/other", "RUNTIME_DIRECTORY": "/run/logsync", "HOME": "/home/u"])
+        #expect(systemd.state == "/var/lib/logsync")
+        #expect(systemd.runtime == "/run/logsync")
+        let xdg = DaemonPaths(environment: ["XDG_STATE_HOME": "/x/state", "XDG_RUNTIME_DIR": "/x/run", "XDG_CONFIG_HOME": "/x/cfg", "HOME": "/home/u"])
+        #expect(xdg.state == "/x/state/logsync")
+        #expect(xdg.runtime == "/x/run/logsync")
+        #expect(xdg.defaultConfigFiles.first == "/x/cfg/logsync/syncd.toml")
+    }
+
+    @Test("syncd exits with the file and line of a malformed configuration, and creates nothing")
+    func syncdReportsBadConfig() async throws {
+        let directory = try TemporaryDirectory("cfg")
+        let file = try directory.write("syncd.toml", "[store]\npath = \"store.sqlite\"\n[sync]\nshared_folder = 7\n")
+        let result = try await Subprocess.run(Products.path("syncd"), ["--config", file])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("\(file):4:"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("store.sqlite")))
+    }
+}
