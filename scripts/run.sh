@@ -1,8 +1,53 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: installs what is missing, builds, and runs the logsync tour,
-# which creates a store under $XDG_DATA_HOME/logsync/tour, writes to it and prints its history.
+# The main job: build, then start syncd in the background on its embedded defaults — state under
+# $XDG_STATE_HOME/logsync (else ~/.local/state/logsync, /var/lib/logsync for root), with a local shared
+# folder there — wait until it answers, write a note, sync, and show its status and history.
+# syncd keeps running; `scripts/run.sh stop` stops it. Running this again shows the running daemon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-swift build --product logsync
-exec .build/debug/logsync tour "$@"
+swift build 2>&1 | grep -E "error|warning: unre|Compiling|Build complete" | grep -v Compiling || true
+bin=.build/debug
+
+running() { "$bin/syncctl" status >/dev/null 2>&1; }
+
+if [ "${1:-}" = "stop" ]; then
+    if ! running; then echo "syncd is not running"; exit 0; fi
+    store=$("$bin/syncctl" status --json | sed -n 's/.*"store":"\([^"]*\)".*/\1/p' | sed 's#\\/#/#g')
+    pid=$(cat "$store.syncd.lock")
+    kill -TERM "$pid"
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { echo "syncd (pid $pid) stopped"; exit 0; }; sleep 0.1; done
+    echo "syncd (pid $pid) did not stop within 10 s" >&2
+    exit 1
+fi
+
+if running; then
+    echo "syncd is already running:"
+    exec "$bin/syncctl" status
+fi
+
+log=$(mktemp -t syncd-XXXXXX.log)
+nohup "$bin/syncd" >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do
+    running && break
+    kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
+    sleep 0.05
+done
+running || { echo "syncd did not answer within 10 s:" >&2; cat "$log" >&2; exit 1; }
+head -1 "$log"
+
+store=$("$bin/syncctl" status --json | sed -n 's/.*"store":"\([^"]*\)".*/\1/p' | sed 's#\\/#/#g')
+"$bin/logsync" exec --store "$store" --author "$(id -un)" --context run.sh \
+    "INSERT INTO Note(id, title) VALUES (lower('$(cat /proc/sys/kernel/random/uuid)'), 'written by scripts/run.sh at $(date +%T)')" >/dev/null
+echo
+echo "\$ syncctl trigger"
+"$bin/syncctl" trigger
+echo
+echo "\$ syncctl status"
+"$bin/syncctl" status
+echo
+echo "\$ syncctl history --limit 5"
+"$bin/syncctl" history --limit 5
+echo
+echo "syncd keeps running (pid $pid, log $log); stop it with: scripts/run.sh stop"
