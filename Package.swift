@@ -10,6 +10,8 @@
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
 //   LogsyncTransport  moving segments between nodes: the Transport protocol, the shared directory
 //   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
+//   CSystemd          the one place that crosses into libsystemd (sd_notify, the journal)
+//   LogsyncSystemd    readiness, status and watchdog notifications; a journald log handler
 //   LogsyncDaemon     syncd's parts: configuration, the sync loop, the control socket and its protocol
 //
 import PackageDescription
@@ -28,6 +30,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .systemLibrary(
@@ -42,8 +45,15 @@ let package = Package(
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
-        .target(name: "LogsyncDaemon", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport"]),
-        .executableTarget(name: "syncd", dependencies: ["LogsyncDaemon"]),
+        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "LogsyncSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "LogsyncDaemon",
+            dependencies: [
+                "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(name: "syncd", dependencies: ["LogsyncDaemon", "LogsyncSystemd", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "syncctl",
             dependencies: ["LogsyncDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
@@ -61,6 +71,7 @@ let package = Package(
             dependencies: [
                 "CSQLite",
                 "LogsyncCore",
+                "LogsyncPlatform",
                 "LogsyncStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

@@ -12,4 +12,10 @@ public enum FaultInjection {
         guard let selected, selected == name.description else { return }
         kill(getpid(), SIGKILL)
     }
+
+    /// Blocks the calling thread forever when selected: a hung loop, for watchdog tests.
+    public static func hang(_ name: StaticString) {
+        guard let selected, selected == name.description else { return }
+        while true { sleep(3_600) }
+    }
 }

@@ -9,9 +9,10 @@ struct Syncctl: ParsableCommand {
         abstract: "Control a running syncd: sync now, see how far behind it is, watch it work.",
         discussion: """
             Exit codes: 0 success; 1 the sync failed; 3 syncd is not running; 4 the socket is not a syncd \
-            control socket; 5 no answer in time; 78 bad configuration.
+            control socket; 5 no answer in time; 6 the reload failed (syncd keeps its configuration); \
+            78 bad configuration.
             """,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self]
     )
 }
 
@@ -20,6 +21,7 @@ enum ExitCodes {
     static let notRunning: Int32 = 3
     static let notOurSocket: Int32 = 4
     static let timedOut: Int32 = 5
+    static let reloadFailed: Int32 = 6
     static let badConfiguration: Int32 = 78
 }
 
@@ -195,5 +197,20 @@ struct Watch: ParsableCommand {
         } catch {
             throw connection.fail(error)
         }
+    }
+}
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make syncd re-read its configuration file; returns when the reload is done.",
+        discussion: "A file with errors changes nothing: syncd keeps running on its previous configuration, and this prints the file and line (exit 6).")
+
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        let response = try connection.request(.reload, wait: 30)
+        if connection.json { return connection.printJSON(response) }
+        if let result = response.reload { print(result.message) }
+        guard response.ok else { throw ExitCode(ExitCodes.reloadFailed) }
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import LogsyncDaemon
+import LogsyncSystemd
 
 // syncd [--config FILE]: keeps a logsync store in sync. SIGTERM or SIGINT stop it cleanly.
 
@@ -8,9 +10,9 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-func log(_ message: String) {
-    FileHandle.standardError.write(Data("syncd: \(message)\n".utf8))
-}
+// Only the executable chooses where logs go: the journal under systemd, stderr otherwise.
+LoggingSystem.bootstrap { label in JournalLogHandler(label: label, identifier: "syncd") }
+let logger = Logger(label: "logsync.syncd")
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var configFile: String?
@@ -38,7 +40,7 @@ do {
 
 let daemon: SyncDaemon
 do {
-    daemon = try SyncDaemon(configuration: configuration, log: log)
+    daemon = try SyncDaemon(configuration: configuration, logger: logger)
 } catch let error as DaemonError {
     fail(error.message, code: error.code == .alreadyRunning ? 75 : 71)
 } catch {
@@ -54,6 +56,11 @@ for signalNumber in [SIGTERM, SIGINT] {
     source.resume()
     sources.append(source)
 }
+// SIGHUP re-reads the configuration; a broken file keeps the running one (and says where it is broken).
+signal(SIGHUP, SIG_IGN)
+let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "syncd.reload"))
+hangup.setEventHandler { _ = daemon.reload() }
+hangup.resume()
 daemon.start()
 done.wait()
 daemon.stop()

@@ -17,7 +17,7 @@ public struct ControlRequest: Codable, Sendable {
     public var limit: Int?
 
     public enum Command: String, Codable, Sendable {
-        case status, trigger, peers, history, watch
+        case status, trigger, peers, history, watch, reload
     }
 
     public init(id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil) {
@@ -44,6 +44,7 @@ public struct ControlResponse: Codable, Sendable {
     public var history: [HistoryEntry]?
     /// For `watch`: one event per line after the first response.
     public var event: DaemonEvent?
+    public var reload: ReloadResult?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -52,7 +53,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload
     }
 }
 
@@ -61,6 +62,7 @@ public struct ControlFailure: Codable, Sendable, Hashable {
         case unsupportedVersion = "unsupported_version"
         case badRequest = "bad_request"
         case syncFailed = "sync_failed"
+        case reloadFailed = "reload_failed"
         case timeout
         case shuttingDown = "shutting_down"
         case internalError = "internal"

@@ -84,6 +84,13 @@ final class ControlServer: @unchecked Sendable {
                     response.error = ControlFailure(.syncFailed, String(describing: error))
                     response.trigger = TriggerResult(summary: summary, published: [], applied: [], waiting: [:], rejected: [], quarantined: [])
                 }
+            case .reload:
+                let result = daemon.reload()
+                response.reload = result
+                if !result.ok {
+                    response.ok = false
+                    response.error = ControlFailure(.reloadFailed, result.message)
+                }
             case .watch:
                 break
             }

@@ -1,13 +1,17 @@
 import Foundation
+import Logging
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync
+import LogsyncSystemd
 import LogsyncTransport
 
 /// `syncd`: keeps one store in sync through a shared folder, and answers `syncctl` on its control socket.
 public final class SyncDaemon: @unchecked Sendable {
-    public let configuration: DaemonConfiguration
+    /// The settings in force; a reload replaces the ones it can apply without a restart.
+    public var configuration: DaemonConfiguration { state.withLock { current } }
+    private var current: DaemonConfiguration
     let store: Store
     let transport: DirectoryTransport
     let engine: SyncEngine
@@ -15,7 +19,9 @@ public final class SyncDaemon: @unchecked Sendable {
     private var loop: SyncLoop!
     private var server: ControlServer!
     private var watchers: [Task<Void, Never>] = []
-    private let log: @Sendable (String) -> Void
+    private var arrivalsWatcher: Task<Void, Never>?
+    private let logger: Logger
+    private let notifier = SystemdNotifier()
     private let startedAt = Date().milliseconds
 
     private let state = NSLock()
@@ -27,9 +33,9 @@ public final class SyncDaemon: @unchecked Sendable {
     private var nextSubscriber = 0
 
     /// Opens everything the daemon needs; throws a ``DaemonError`` that says what to fix.
-    public init(configuration: DaemonConfiguration, log: @escaping @Sendable (String) -> Void) throws {
-        self.configuration = configuration
-        self.log = log
+    public init(configuration: DaemonConfiguration, logger: Logger) throws {
+        self.current = configuration
+        self.logger = logger
         let storeDirectory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent().path
         let socketDirectory = URL(fileURLWithPath: configuration.socketPath).deletingLastPathComponent().path
         do {
@@ -57,8 +63,14 @@ public final class SyncDaemon: @unchecked Sendable {
             configuration: SyncConfiguration(
                 account: configuration.account, maximumChangesPerSegment: configuration.segmentChanges,
                 maximumChangesPerBatch: configuration.batchChanges))
+        // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
+        // hangs, they stop and systemd restarts the daemon.
+        let notifier = self.notifier
+        let watchdog = notifier.watchdogInterval
         loop = SyncLoop(
             engine: engine, maximumBackoffMilliseconds: configuration.maximumBackoffMilliseconds,
+            heartbeatInterval: watchdog.map { $0.seconds / 2 } ?? 3_600,
+            heartbeat: { if watchdog != nil { notifier.watchdog() } },
             onStart: { [weak self] round in self?.roundStarted(round) },
             onRound: { [weak self] outcome in self?.roundFinished(outcome) })
         do {
@@ -90,27 +102,91 @@ public final class SyncDaemon: @unchecked Sendable {
 
     public var nodeID: String { store.nodeID }
 
-    /// Starts watching and syncing; returns at once.
+    /// Starts watching and syncing, then tells systemd it is ready: the store is open and the control
+    /// socket bound. Returns at once.
     public func start() {
         loop.start()
         server.start()
         let commits = store.commits()
-        let arrivals = transport.arrivals(rescanInterval: .milliseconds(configuration.rescanIntervalMilliseconds))
         watchers.append(Task { [loop] in for await _ in commits { loop?.wake() } })
-        watchers.append(Task { [loop] in for await _ in arrivals { loop?.wake() } })
+        watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
         setPhase(.idle)
-        log("syncd ready: node \(store.nodeID), store \(configuration.storePath), shared folder \(configuration.sharedFolder), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)")
+        let configuration = self.configuration
+        logger.notice(
+            "syncd ready: node \(store.nodeID), store \(configuration.storePath), shared folder \(configuration.sharedFolder), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)",
+            metadata: ["message_id": "\(MessageID.ready)", "node": "\(store.nodeID)"])
+        notifier.ready(status: statusLine())
     }
 
-    /// Finishes the round in progress (never half an apply), stops watching, closes the socket and the store.
+    private func watchArrivals(rescanIntervalMilliseconds: Int) {
+        arrivalsWatcher?.cancel()
+        let arrivals = transport.arrivals(rescanInterval: .milliseconds(rescanIntervalMilliseconds))
+        arrivalsWatcher = Task { [loop] in for await _ in arrivals { loop?.wake() } }
+    }
+
+    /// Finishes the round in progress (never half an apply), stops watching, closes the socket,
+    /// checkpoints the WAL.
     public func stop() {
+        notifier.stopping()
         setPhase(.stopping)
+        logger.notice("syncd stopping", metadata: ["message_id": "\(MessageID.stopping)"])
         publish(DaemonEvent(kind: .stopping, at: Date().milliseconds, message: "syncd is stopping"))
         for watcher in watchers { watcher.cancel() }
+        arrivalsWatcher?.cancel()
         loop.stop()
         server.stop()
         try? store.checkpoint()
-        log("syncd stopped")
+        logger.info("syncd stopped")
+    }
+
+    /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
+    /// folder, socket) are reported and left as they are; a file with errors changes nothing.
+    public func reload() -> ReloadResult {
+        notifier.reloading()
+        defer { notifier.ready(status: statusLine()) }
+        let old = configuration
+        let file = old.source == "embedded defaults" ? nil : old.source
+        let new: DaemonConfiguration
+        do {
+            new = try DaemonConfiguration.load(file: file)
+        } catch {
+            logger.error("reload failed, still running on the previous configuration: \(error)", metadata: ["message_id": "\(MessageID.reloadFailed)"])
+            return ReloadResult(ok: false, message: "reload failed, still running on the previous configuration: \(error)", needsRestart: [])
+        }
+        var needsRestart: [String] = []
+        if new.storePath != old.storePath { needsRestart.append("store.path") }
+        if new.schemaPath != old.schemaPath { needsRestart.append("store.schema") }
+        if new.account != old.account { needsRestart.append("sync.account") }
+        if new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
+        if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
+        var applied = old
+        applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
+        applied.segmentChanges = new.segmentChanges
+        applied.batchChanges = new.batchChanges
+        applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
+        state.withLock { current = applied }
+        loop.reconfigure(
+            engine: SyncEngine(
+                store: store, transport: transport,
+                configuration: SyncConfiguration(
+                    account: applied.account, maximumChangesPerSegment: applied.segmentChanges, maximumChangesPerBatch: applied.batchChanges)),
+            maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
+        if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
+            watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
+        }
+        var message = "reloaded \(file ?? "embedded defaults")"
+        if !needsRestart.isEmpty { message += "; restart syncd to apply \(needsRestart.joined(separator: ", "))" }
+        logger.notice("\(message)", metadata: ["message_id": "\(MessageID.reloaded)"])
+        return ReloadResult(ok: true, message: message, needsRestart: needsRestart)
+    }
+
+    /// The one-line STATUS= systemd shows in `systemctl status`.
+    private func statusLine() -> String {
+        let (phase, summary, error) = state.withLock { (self.phase, lastSummary, lastError) }
+        var line = "\(phase.rawValue)"
+        if let summary { line += "; round \(summary.round) \(summary.ok ? "ok" : "failed")" }
+        if let error, phase == .backoff { line += ": \(error.prefix(120))" }
+        return line
     }
 
     // MARK: - Requests from the control socket
@@ -177,6 +253,7 @@ public final class SyncDaemon: @unchecked Sendable {
 
     private func roundStarted(_ round: Int) {
         setPhase(.syncing)
+        notifier.status("syncing (round \(round))")
         publish(DaemonEvent(kind: .syncStarted, at: Date().milliseconds, message: "round \(round) started"))
     }
 
@@ -192,12 +269,15 @@ public final class SyncDaemon: @unchecked Sendable {
             for name in report.published { publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
             for name in report.applied { publish(DaemonEvent(kind: .applied, at: summary.finishedAt, message: name.description)) }
             for name in report.quarantined {
-                log("QUARANTINED \(name): the same node and sequences with different content; not applied")
+                logger.critical(
+                    "QUARANTINED \(name): the same node and sequences with different content; not applied",
+                    metadata: ["message_id": "\(MessageID.quarantined)", "segment": "\(name)"])
                 publish(DaemonEvent(kind: .quarantined, at: summary.finishedAt, message: name.description))
             }
             if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty {
-                log("round \(summary.round): \(report)")
+                logger.info("round \(summary.round): \(report)", metadata: ["message_id": "\(MessageID.syncCompleted)"])
             }
+            notifier.status(statusLine())
             publish(DaemonEvent(kind: .syncFinished, at: summary.finishedAt, message: "round \(summary.round): \(report)"))
         case .failed(let error, let summary):
             state.withLock {
@@ -205,7 +285,8 @@ public final class SyncDaemon: @unchecked Sendable {
                 lastError = String(describing: error)
             }
             setPhase(.backoff)
-            log("round \(summary.round) failed: \(error)")
+            logger.error("round \(summary.round) failed: \(error)", metadata: ["message_id": "\(MessageID.syncFailed)"])
+            notifier.status(statusLine())
             publish(DaemonEvent(kind: .syncFailed, at: summary.finishedAt, message: String(describing: error)))
         }
     }
@@ -229,4 +310,17 @@ public enum EmbeddedSchema {
             ],
             relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
     ])
+}
+
+public struct ReloadResult: Codable, Sendable {
+    public var ok: Bool
+    public var message: String
+    /// Keys whose new values apply only after a restart.
+    public var needsRestart: [String]
+
+    enum CodingKeys: String, CodingKey { case ok, message, needsRestart = "needs_restart" }
+}
+
+extension Duration {
+    var seconds: TimeInterval { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import LogsyncSync
 
 /// Runs sync rounds on its own thread, one at a time: whenever woken (a local commit, an arrival in the
@@ -22,17 +23,35 @@ final class SyncLoop: @unchecked Sendable {
     private var failures = 0
     private(set) var running = false
 
-    private let engine: SyncEngine
-    private let maximumBackoff: TimeInterval
+    private var engine: SyncEngine
+    private var maximumBackoff: TimeInterval
     private let onRound: @Sendable (Outcome) -> Void
     private let onStart: @Sendable (Int) -> Void
+    /// Called from the loop's own thread at least every `heartbeatInterval`: if the loop hangs, the
+    /// heartbeats (systemd's watchdog pings) stop.
+    private let heartbeat: @Sendable () -> Void
+    private let heartbeatInterval: TimeInterval
     private var thread: Thread?
 
-    init(engine: SyncEngine, maximumBackoffMilliseconds: Int, onStart: @escaping @Sendable (Int) -> Void, onRound: @escaping @Sendable (Outcome) -> Void) {
+    init(
+        engine: SyncEngine, maximumBackoffMilliseconds: Int, heartbeatInterval: TimeInterval = 3_600,
+        heartbeat: @escaping @Sendable () -> Void = {}, onStart: @escaping @Sendable (Int) -> Void,
+        onRound: @escaping @Sendable (Outcome) -> Void
+    ) {
         self.engine = engine
         self.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
+        self.heartbeat = heartbeat
+        self.heartbeatInterval = heartbeatInterval
         self.onStart = onStart
         self.onRound = onRound
+    }
+
+    /// New settings from a reload; the round in progress finishes with the old ones.
+    func reconfigure(engine: SyncEngine, maximumBackoffMilliseconds: Int) {
+        condition.withLock {
+            self.engine = engine
+            self.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
+        }
     }
 
     func start() {
@@ -83,12 +102,18 @@ final class SyncLoop: @unchecked Sendable {
         condition.withLock { running = true }
         defer { condition.withLock { running = false; condition.broadcast() } }
         while true {
+            heartbeat()
             condition.lock()
+            var nextBeat = Date().addingTimeInterval(heartbeatInterval)
             while !stopping, !pending || (backoffUntil.map { $0 > Date() } ?? false) {
-                if let until = backoffUntil, pending {
-                    _ = condition.wait(until: until)
-                } else {
-                    condition.wait()
+                // Sleep until the next heartbeat, or the end of the backoff when a round is waiting for it.
+                let wakeAt = pending ? min(backoffUntil ?? nextBeat, nextBeat) : nextBeat
+                _ = condition.wait(until: wakeAt)
+                if Date() >= nextBeat {
+                    condition.unlock()
+                    heartbeat()
+                    condition.lock()
+                    nextBeat = Date().addingTimeInterval(heartbeatInterval)
                 }
             }
             if stopping {
@@ -98,7 +123,9 @@ final class SyncLoop: @unchecked Sendable {
             pending = false
             started += 1
             let round = started
+            let engine = self.engine
             condition.unlock()
+            if round > 1 { FaultInjection.hang("loop.hang") }
 
             onStart(round)
             let begin = Date()

@@ -1,0 +1,103 @@
+import CSystemd
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A swift-log handler for daemons: structured entries to the journal when stderr is connected to it
+/// (systemd sets `JOURNAL_STREAM`), plain lines on stderr otherwise.
+///
+/// Journal entries carry `PRIORITY` from the log level, `SYSLOG_IDENTIFIER`, `MESSAGE`, the message id
+/// given as metadata `message_id` (a stable 128-bit id per event kind, so `journalctl MESSAGE_ID=…`
+/// finds every occurrence), and every other metadata key upper-cased (`NODE`, `SEGMENT`, …).
+public struct JournalLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    private let label: String
+    private let identifier: String
+    private let toJournal: Bool
+
+    public init(label: String, identifier: String) {
+        self.label = label
+        self.identifier = identifier
+        self.toJournal = Self.stderrIsJournal()
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var fields = metadata
+        if let extra = event.metadata { fields.merge(extra) { $1 } }
+        if toJournal {
+            sendToJournal(event.level, "\(event.message)", fields)
+        } else {
+            var line = "\(identifier)[\(event.level)]: \(event.message)"
+            let details = fields.filter { $0.key != "message_id" }.sorted { $0.key < $1.key }
+            if !details.isEmpty { line += " (" + details.map { "\($0.key)=\($0.value)" }.joined(separator: ", ") + ")" }
+            line += "\n"
+            let bytes = Array(line.utf8)
+            _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        }
+    }
+
+    public static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: return 7
+        case .info: return 6
+        case .notice: return 5
+        case .warning: return 4
+        case .error: return 3
+        case .critical: return 2
+        }
+    }
+
+    private func sendToJournal(_ level: Logger.Level, _ message: String, _ fields: Logger.Metadata) {
+        var entries = [
+            "MESSAGE=\(message)", "PRIORITY=\(Self.priority(level))", "SYSLOG_IDENTIFIER=\(identifier)", "LOGGER=\(label)",
+        ]
+        for (key, value) in fields {
+            let name = key == "message_id" ? "MESSAGE_ID" : Self.fieldName(key)
+            entries.append("\(name)=\(value)")
+        }
+        let buffers = entries.map { Array($0.utf8) }
+        var pointers: [UnsafeMutableRawPointer] = []
+        defer { pointers.forEach { $0.deallocate() } }
+        var vectors: [iovec] = []
+        for bytes in buffers {
+            let pointer = UnsafeMutableRawPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+            bytes.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            pointers.append(pointer)
+            vectors.append(iovec(iov_base: pointer, iov_len: bytes.count))
+        }
+        _ = vectors.withUnsafeBufferPointer { csystemd_journal_sendv($0.baseAddress, Int32($0.count)) }
+    }
+
+    /// Journal field names: upper-case ASCII letters, digits and underscores, not starting with one.
+    static func fieldName(_ key: String) -> String {
+        var name = String(key.uppercased().map { $0.isLetter || $0.isNumber ? $0 : "_" })
+        while name.hasPrefix("_") { name.removeFirst() }
+        return name.isEmpty ? "FIELD" : name
+    }
+
+    /// systemd sets JOURNAL_STREAM to stderr's "device:inode" when stderr goes to the journal.
+    static func stderrIsJournal() -> Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        var info = stat()
+        guard fstat(2, &info) == 0 else { return false }
+        return value == "\(info.st_dev):\(info.st_ino)"
+    }
+}
+
+/// Stable ids for the events operators look for: `journalctl MESSAGE_ID=<id>`.
+public enum MessageID {
+    public static let ready = "8a2e4b3c1d5f4e6a9b7c0d1e2f3a4b5c"
+    public static let stopping = "1f2e3d4c5b6a47988776655443322110"
+    public static let reloaded = "3c4d5e6f708192a3b4c5d6e7f8091a2b"
+    public static let reloadFailed = "4d5e6f708192a3b4c5d6e7f8091a2b3c"
+    public static let syncCompleted = "5e6f708192a3b4c5d6e7f8091a2b3c4d"
+    public static let syncFailed = "6f708192a3b4c5d6e7f8091a2b3c4d5e"
+    public static let quarantined = "708192a3b4c5d6e7f8091a2b3c4d5e6f"
+}

@@ -1,0 +1,121 @@
+import Foundation
+import LogsyncTestKit
+import Testing
+
+@Suite("systemd integration", .serialized)
+struct SystemdTests {
+    /// Starts a node's syncd with a fake NOTIFY_SOCKET and a watchdog of `watchdogMilliseconds`.
+    private func start(_ node: SyncdNode, _ receiver: NotifyReceiver, watchdogMilliseconds: Int = 400, fault: String? = nil) async throws {
+        var environment = ["NOTIFY_SOCKET": receiver.path, "WATCHDOG_USEC": String(watchdogMilliseconds * 1000)]
+        if let fault { environment["LOGSYNC_FAULT"] = fault }
+        try await node.start(environment: environment)
+    }
+
+    @Test("READY after the socket is bound, STATUS lines, WATCHDOG at half the interval, STOPPING on SIGTERM")
+    func lifecycle() async throws {
+        let cluster = try cluster("sd")
+        let a = try cluster.addNode("a")
+        let receiver = try NotifyReceiver(path: cluster.directory.file("notify.sock"))
+        try await start(a, receiver)
+        let ready = try await receiver.await("READY=1")
+        #expect(try await a.syncctl(["status"]).status == 0, "the control socket answers once READY was sent")
+        #expect(ready.message.contains("STATUS="))
+        try a.openStore().write(author: "a") { try $0.insert("Note", note("x")) }
+        try await receiver.await("STATUS=idle; round", after: ready.index + 1)
+
+        // 400 ms watchdog: a ping about every 200 ms, from the sync loop.
+        let windowStart = ContinuousClock.now
+        try await Task.sleep(for: .seconds(2))
+        let pings = receiver.messages.filter { $0.message == "WATCHDOG=1" && $0.at >= windowStart }
+        #expect((6...14).contains(pings.count), "\(pings.count) pings in 2 s")
+        let gaps = zip(pings.dropFirst(), pings).map { $0.at - $1.at }
+        #expect(gaps.allSatisfy { $0 < .milliseconds(400) }, "every gap under the watchdog interval: \(gaps)")
+
+        #expect(try await a.stop() == 0)
+        try await receiver.await("STOPPING=1")
+    }
+
+    @Test("a hung sync loop stops the watchdog pings")
+    func hungLoopStopsPings() async throws {
+        let cluster = try cluster("hang")
+        let a = try cluster.addNode("a")
+        let receiver = try NotifyReceiver(path: cluster.directory.file("notify.sock"))
+        try await start(a, receiver, fault: "loop.hang")
+        try await receiver.await("READY=1")
+        try await receiver.await("WATCHDOG=1")
+        // The loop hangs at the start of its second round.
+        try a.openStore().write(author: "a") { try $0.insert("Note", note("wake the loop")) }
+        try await Task.sleep(for: .milliseconds(600))
+        let quietStart = ContinuousClock.now
+        try await Task.sleep(for: .seconds(1))
+        let late = receiver.messages.filter { $0.message == "WATCHDOG=1" && $0.at >= quietStart }
+        #expect(late.isEmpty, "no pings from a hung loop (systemd would restart it)")
+        #expect(a.process?.process.isRunning == true, "the process itself is alive: only the watchdog can tell")
+        try await a.kill9()
+    }
+
+    @Test("SIGHUP and syncctl reload: RELOADING with MONOTONIC_USEC, then READY; a broken file keeps the old config")
+    func reload() async throws {
+        let cluster = try cluster("reload")
+        let a = try cluster.addNode("a")
+        let receiver = try NotifyReceiver(path: cluster.directory.file("notify.sock"))
+        try await start(a, receiver, watchdogMilliseconds: 10_000)
+        let ready = try await receiver.await("READY=1")
+
+        // A good change through syncctl: applied, and syncctl returns when it is done.
+        let original = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        try original.replacingOccurrences(of: "rescan_interval_ms = 1000", with: "rescan_interval_ms = 2000")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        let reloaded = try await a.syncctl(["reload"])
+        #expect(reloaded.status == 0, "\(reloaded)")
+        #expect(reloaded.stdout.contains("reloaded \(a.configPath)"))
+        let reloading = try await receiver.await("RELOADING=1", after: ready.index + 1)
+        #expect(reloading.message.contains("MONOTONIC_USEC="))
+        try await receiver.await("READY=1", after: reloading.index + 1)
+
+        // A broken file through SIGHUP: syncd keeps running on the previous configuration and says where.
+        try (original + "\n[sync]\nbogus = 1\n").write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        kill(a.process!.process.processIdentifier, SIGHUP)
+        let second = try await receiver.await("RELOADING=1", after: reloading.index + 1)
+        try await receiver.await("READY=1", after: second.index + 1)
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(a.log.contains("reload failed, still running on the previous configuration"), "\(a.log)")
+        #expect(a.log.contains("\(a.configPath):"), "the error names the file and line")
+        #expect(a.process?.process.isRunning == true)
+        #expect(try await a.syncctl(["status"]).status == 0)
+        let failed = try await a.syncctl(["reload"])
+        #expect(failed.status == 6)
+        try await a.stop()
+    }
+
+    @Test("every unit passes systemd-analyze verify; the system units score 2.0 or better on security")
+    func unitsVerify() async throws {
+        let analyze = "/usr/bin/systemd-analyze"
+        guard FileManager.default.isExecutableFile(atPath: analyze) else {
+            print("skipped: systemd-analyze is not installed (scripts/install-deps.sh installs it)")
+            return
+        }
+        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let directory = try TemporaryDirectory("units")
+        let units: [(source: String, name: String, system: Bool)] = [
+            ("systemd/syncd.service", "syncd.service", true),
+            ("systemd/syncd@.service", "syncd@profile.service", true),
+            ("systemd/user/syncd.service", "syncd-user.service", false),
+        ]
+        for unit in units {
+            // verify checks that ExecStart= exists: point it at the built binaries.
+            let text = try String(contentsOfFile: root + "/" + unit.source, encoding: .utf8)
+                .replacingOccurrences(of: "/usr/local/bin/", with: Products.directory + "/")
+            let path = try directory.write(unit.name, text)
+            let verify = try await Subprocess.run(analyze, ["verify", path])
+            #expect(verify.status == 0 && verify.stderr.isEmpty, "\(unit.source): \(verify.stderr)")
+            guard unit.system else { continue }
+            let security = try await Subprocess.run(analyze, ["security", "--offline=yes", "--threshold=20", path])
+            let score = security.stdout.split(separator: "\n").last { $0.contains("Overall exposure level") }
+            let value = score.flatMap { line in line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) } }
+            print("\(unit.source): \(score.map(String.init) ?? security.stdout)")
+            #expect(security.status == 0, "\(unit.source): \(security.stdout)")
+            #expect((value ?? 10) <= 2.0, "\(unit.source) exposure \(String(describing: value))")
+        }
+    }
+}
