@@ -81,7 +81,7 @@ let package = Package(
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncDaemonTests", dependencies: ["LogsyncDaemon", "LogsyncStore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncDaemonTests", dependencies: ["LogsyncDaemon", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,6 @@
 import Foundation
+import LogsyncDaemon
+@testable import LogsyncSystemd
 import LogsyncTestKit
 import Testing
 
@@ -117,5 +119,50 @@ struct SystemdTests {
             #expect(security.status == 0, "\(unit.source): \(security.stdout)")
             #expect((value ?? 10) <= 2.0, "\(unit.source) exposure \(String(describing: value))")
         }
+    }
+}
+
+@Suite("Journal fields and installation")
+struct JournalAndInstallTests {
+    @Test("journal field names are upper-case and priorities follow the level")
+    func journalFields() {
+        #expect(JournalLogHandler.fieldName("segment") == "SEGMENT")
+        #expect(JournalLogHandler.fieldName("peer-node.id") == "PEER_NODE_ID")
+        #expect(JournalLogHandler.fieldName("_private") == "PRIVATE")
+        #expect(JournalLogHandler.priority(.critical) == 2)
+        #expect(JournalLogHandler.priority(.error) == 3)
+        #expect(JournalLogHandler.priority(.warning) == 4)
+        #expect(JournalLogHandler.priority(.notice) == 5)
+        #expect(JournalLogHandler.priority(.info) == 6)
+        #expect(JournalLogHandler.priority(.debug) == 7)
+        let ids = [MessageID.ready, MessageID.stopping, MessageID.reloaded, MessageID.reloadFailed, MessageID.syncCompleted, MessageID.syncFailed, MessageID.quarantined]
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) })
+    }
+
+    @Test("scripts/install.sh puts binaries, units, config and docs in place under DESTDIR")
+    func installIntoStagingRoot() async throws {
+        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let staging = try TemporaryDirectory("inst")
+        var environment = ProcessInfo.processInfo.environment
+        environment["DESTDIR"] = staging.path
+        environment["PREFIX"] = "/opt/logsync"
+        environment["LOGSYNC_BIN_DIR"] = Products.directory
+        let result = try await Subprocess.run("/bin/bash", [root + "/scripts/install.sh"], environment: environment, timeout: .seconds(60))
+        #expect(result.status == 0, "\(result.stderr)")
+        for file in ["opt/logsync/bin/syncd", "opt/logsync/bin/syncctl", "opt/logsync/bin/logsync"] {
+            #expect(FileManager.default.isExecutableFile(atPath: staging.file(file)), "\(file)")
+        }
+        let unit = try String(contentsOfFile: staging.file("etc/systemd/system/syncd.service"), encoding: .utf8)
+        #expect(unit.contains("ExecStart=/opt/logsync/bin/syncd --config /etc/logsync/syncd.toml"))
+        #expect(FileManager.default.fileExists(atPath: staging.file("etc/systemd/system/syncd@.service")))
+        #expect(FileManager.default.fileExists(atPath: staging.file("etc/systemd/user/syncd.service")))
+        #expect(FileManager.default.fileExists(atPath: staging.file("etc/logsync/syncd.toml")))
+        #expect(FileManager.default.fileExists(atPath: staging.file("opt/logsync/share/doc/logsync/operations.md")))
+        // The installed example configuration is valid as shipped (everything commented: the defaults).
+        let configuration = try DaemonConfiguration.load(
+            file: staging.file("etc/logsync/syncd.toml"), environment: ["STATE_DIRECTORY": staging.file("state"), "RUNTIME_DIRECTORY": staging.file("run")])
+        #expect(configuration.storePath == staging.file("state") + "/store.sqlite")
+        #expect(configuration.socketPath == staging.file("run") + "/syncd.sock")
     }
 }
