@@ -17,10 +17,8 @@ public final class UnixSocket: @unchecked Sendable {
     /// Binds and listens at `path` with owner-only permissions. A socket file left by a process that is
     /// gone is replaced; one that a live process answers on is `EADDRINUSE`.
     public static func listen(at path: String, backlog: Int32 = 16) throws(SystemError) -> UnixSocket {
-        guard path.utf8.count <= maximumPathLength else { throw SystemError(call: "bind", path: path, errno: ENAMETOOLONG) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .last("socket") }
-        let server = UnixSocket(descriptor: fd)
+        let server = try stream(for: path, call: "bind")
+        let fd = server.descriptor
         var address = Self.address(path)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -41,16 +39,22 @@ public final class UnixSocket: @unchecked Sendable {
     }
 
     public static func connect(to path: String) throws(SystemError) -> UnixSocket {
-        guard path.utf8.count <= maximumPathLength else { throw SystemError(call: "connect", path: path, errno: ENAMETOOLONG) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .last("socket") }
-        let client = UnixSocket(descriptor: fd)
+        let client = try stream(for: path, call: "connect")
+        let fd = client.descriptor
         var address = Self.address(path)
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard result == 0 else { throw .last("connect", path: path) }
         return client
+    }
+
+    /// A new stream socket for `path`, which must fit in `sockaddr_un`.
+    private static func stream(for path: String, call: String) throws(SystemError) -> UnixSocket {
+        guard path.utf8.count <= maximumPathLength else { throw SystemError(call: call, path: path, errno: ENAMETOOLONG) }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .last("socket") }
+        return UnixSocket(descriptor: fd)
     }
 
     /// Blocks until a client connects; nil when the socket was shut down.

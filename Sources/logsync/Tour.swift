@@ -14,16 +14,7 @@ struct Tour: ParsableCommand {
     @Option(help: "Directory for the tour's store (default: $XDG_DATA_HOME/logsync/tour, or ~/.local/share/logsync/tour).")
     var directory: String?
 
-    static let schema = Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .text, optional: false, default: "", preservedOnDelete: true)]),
-        Entity(
-            "Note",
-            attributes: [
-                Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text),
-                Attribute("pinned", .bool, optional: false, default: 0),
-            ],
-            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
-    ])
+    static let schema = Schema.notes
 
     func run() throws {
         let directory = directory ?? Self.defaultDirectory()

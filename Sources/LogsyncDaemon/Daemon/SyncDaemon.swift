@@ -95,7 +95,8 @@ public final class SyncDaemon: @unchecked Sendable {
         } else if let registered = try Store.registeredSchema(at: configuration.storePath) {
             schema = registered
         } else {
-            schema = EmbeddedSchema.notes
+            // Neither the configuration nor the store names one: the notes of the README's tour.
+            schema = .notes
         }
         return try Store(path: configuration.storePath, schema: schema)
     }
@@ -295,21 +296,6 @@ public final class SyncDaemon: @unchecked Sendable {
         let handlers = state.withLock { Array(subscribers.values) }
         for handler in handlers { handler(event) }
     }
-}
-
-/// The schema a new store gets when neither the configuration nor the store names one: the notes of
-/// the README's tour.
-public enum EmbeddedSchema {
-    public static let notes = Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .text, optional: false, default: "", preservedOnDelete: true)]),
-        Entity(
-            "Note",
-            attributes: [
-                Attribute("title", .text, preservedOnDelete: true), Attribute("body", .text),
-                Attribute("pinned", .bool, optional: false, default: 0),
-            ],
-            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
-    ])
 }
 
 public struct ReloadResult: Codable, Sendable {
