@@ -29,11 +29,21 @@ extension Store {
         let thread = Thread { [self] in
             var lastVersion = baselineVersion
             var lastToken = baselineToken
+            // A writer appends to the WAL (an inotify event) before it publishes the commit in the
+            // memory-mapped -shm index (no event), so a check right after the event can come too early.
+            // After an event, re-check every 2 ms for a short while instead of waiting for the next one.
+            var recheckUntil: ContinuousClock.Instant?
             while !stopped.withLock({ $0 }) {
                 if let watch {
                     // Inotify delivers local commits at once; the slow timeout covers file systems that do not
                     // report changes made by other hosts.
-                    if watch.wait(timeoutMilliseconds: 1_000) == .stopped { break }
+                    let rechecking = recheckUntil.map { ContinuousClock.now < $0 } ?? false
+                    switch watch.wait(timeoutMilliseconds: rechecking ? 2 : 1_000) {
+                    case .stopped: break
+                    case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
+                    case .timeout: if !rechecking { recheckUntil = nil }
+                    }
+                    if stopped.withLock({ $0 }) { break }
                 } else {
                     Thread.sleep(forTimeInterval: Double(pollMilliseconds) / 1000)
                 }
