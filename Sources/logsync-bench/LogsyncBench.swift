@@ -21,6 +21,7 @@ struct LogsyncBench: ParsableCommand {
             CaptureSuite.self,
             ReplaySuite.self,
             StallSuite.self,
+            LatencySuite.self,
         ])
 }
 

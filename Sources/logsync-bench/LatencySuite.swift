@@ -1,0 +1,507 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import Synchronization
+
+/// `latency`: commit on node A → visible in node B's store, through a local shared folder, with both
+/// daemons running as real `syncd` processes.
+///
+/// Setup: a fresh temporary directory with a shared folder and two node folders, each with a
+/// `syncd.toml` (store, the Note schema as JSON, account `bench`, the shared folder, a control socket).
+/// Both daemons are started from the folder of the running `logsync-bench` executable and must log
+/// "syncd ready" within 20 s. The bench then opens both stores itself (second connections next to the
+/// daemons', as an app on each node would) and subscribes to B's commits before writing anything.
+///
+/// One sample: one `storeA.write { INSERT one Note }`; the clock starts when the write returns (the
+/// commit is durable and visible to A's daemon) and stops when a read on B's store finds the row, checked
+/// each time B's commit stream reports a commit and every 10 ms without one (so that a commit the bench's
+/// own monitor misses does not count as the daemons' time). A sample that takes longer than 5 s counts as
+/// 5,000 ms and is reported on stderr; three in a row end the run. Samples are separated by 20 ms of idle time, so each measures a fresh
+/// pickup by both daemons rather than a queue. Five unmeasured warm-up samples come first.
+///
+/// For the breakdown on stderr a watcher thread (inotify) in the bench notes when each segment file
+/// appears in A's folder of the shared folder: commit → segment published (A's daemon: wake, export,
+/// fsync, rename) and segment → visible in B (B's daemon: wake, scan, verify, import; B's commit monitor).
+struct LatencySuite: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "latency",
+        abstract: "Commit on node A → visible in node B's store, two real syncd processes and a local shared folder.",
+        discussion: """
+            Starts syncd from the folder of this executable: build every product first \
+            (swift build -c release), then run .build/release/logsync-bench latency.
+            """)
+
+    @OptionGroup var options: SuiteOptions
+
+    struct Sizes {
+        var samples: Int
+        static let full = Sizes(samples: 200)
+        static let quick = Sizes(samples: 50)
+    }
+
+    static let suite = "latency"
+    static let warmUpSamples = 5
+    static let sampleTimeout: Duration = .seconds(5)
+    /// B is read again after this long without a wake-up from its commit stream, so that a commit the
+    /// bench's own monitor misses costs at most this much (how often that happens is reported).
+    static let recheckInterval: Duration = .milliseconds(10)
+    static let spacing: Duration = .milliseconds(20)
+    static let readyTimeout: Duration = .seconds(20)
+    static let account = "bench"
+
+    /// ``NoteFixture/schema`` as the JSON that `syncd` reads (checked against it at run time).
+    static let schemaJSON = """
+        {"version": 1, "entities": [
+          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
+           "attributes": [{"name": "title", "type": "text"}, {"name": "body", "type": "text"},
+                          {"name": "rank", "type": "integer"}, {"name": "score", "type": "real"}]}
+        ]}
+        """
+
+    func run() throws {
+        let sizes = options.quick ? Sizes.quick : Sizes.full
+        let syncd = try Self.locateSyncd()
+        if options.quick {
+            Report.progress(
+                "--quick: \(sizes.samples) samples instead of \(Sizes.full.samples); p99 of \(sizes.samples) samples "
+                    + "is their second-largest value")
+        }
+        Report.progress(
+            "latency: commit on A → visible in B, two syncd (\(syncd)) sharing a local folder; "
+                + "\(sizes.samples) samples after \(Self.warmUpSamples) warm-up, \(formatted(Self.spacing.inMilliseconds, decimals: 0)) ms idle between; "
+                + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
+
+        let schema = try Schema(json: Data(Self.schemaJSON.utf8))
+        guard schema == NoteFixture.schema else {
+            throw BenchError("the latency suite's schema JSON does not match NoteFixture.schema")
+        }
+
+        let samples = try withTemporaryDirectory { directory in
+            try Self.measure(directory: directory, syncd: syncd, schema: schema, samples: sizes.samples)
+        }
+
+        let latencies = samples.map(\.latency)
+        let timeouts = samples.filter(\.timedOut).count
+        let p50 = Self.percentile(latencies, 50)
+        let p99 = Self.percentile(latencies, 99)
+        let mean = latencies.reduce(0, +) / Double(latencies.count)
+        let maximum = latencies.max()!
+        Report.progress(
+            "  commit → visible in B: p50 \(formatted(p50, decimals: 2)) ms, p90 \(formatted(Self.percentile(latencies, 90), decimals: 2)) ms, "
+                + "p99 \(formatted(p99, decimals: 2)) ms, mean \(formatted(mean, decimals: 2)) ms, "
+                + "min \(formatted(latencies.min()!, decimals: 2)) ms, max \(formatted(maximum, decimals: 2)) ms"
+                + (timeouts > 0 ? "; \(timeouts) samples timed out (counted as \(formatted(Self.sampleTimeout.inMilliseconds, decimals: 0)) ms)" : ""))
+        let slow = latencies.filter { $0 >= 100 }
+        let fast = latencies.filter { $0 < 100 }
+        if !slow.isEmpty {
+            Report.progress(
+                "  \(slow.count) of \(latencies.count) samples took 100 ms or more (\(formatted(slow.min()!, decimals: 1))–"
+                    + "\(formatted(slow.max()!, decimals: 1)) ms)"
+                    + (fast.isEmpty ? "" : "; the other \(fast.count): p50 \(formatted(Self.percentile(fast, 50), decimals: 2)) ms, "
+                        + "max \(formatted(fast.max()!, decimals: 2)) ms"))
+        }
+        let rechecked = samples.filter(\.foundByRecheck).count
+        Report.progress(
+            "  \(rechecked) of \(samples.count) samples were seen by the \(formatted(Self.recheckInterval.inMilliseconds, decimals: 0)) ms "
+                + "re-check of B rather than after a wake-up from B's commit stream (the bench's commit monitor missed the import)")
+        Self.reportBreakdown(samples)
+
+        Report.emit(metric("dir_p50_ms", p50, unit: "ms", goal: 50, .lower))
+        Report.emit(metric("dir_p99_ms", p99, unit: "ms", goal: 250, .lower))
+        Report.emit(metric("dir_mean_ms", mean, unit: "ms", goal: nil, .lower))
+        Report.emit(metric("dir_max_ms", maximum, unit: "ms", goal: nil, .lower))
+        Report.emit(Metric(
+            suite: Self.suite, metric: "samples", value: Double(latencies.count), unit: "samples", goal: nil,
+            better: .higher, decimals: 0))
+    }
+
+    private func metric(_ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better) -> Metric {
+        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: 2)
+    }
+
+    // MARK: - Finding syncd
+
+    /// `syncd` next to the running executable (`LOGSYNC_BIN_DIR` overrides the folder); a clear error when
+    /// it has not been built.
+    static func locateSyncd() throws -> String {
+        var folders: [String] = []
+        if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"], !override.isEmpty {
+            folders.append(override)
+        } else {
+            let argument0 = CommandLine.arguments[0]
+            if argument0.contains("/") {
+                folders.append(URL(fileURLWithPath: argument0).deletingLastPathComponent().path)
+            }
+            if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+                let folder = URL(fileURLWithPath: executable).deletingLastPathComponent().path
+                if !folders.contains(folder) { folders.append(folder) }
+            }
+        }
+        for folder in folders {
+            let candidate = folder + "/syncd"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        Report.progress(
+            "error: the latency suite runs real syncd processes, but there is no syncd executable in "
+                + (folders.isEmpty ? "the folder of logsync-bench" : folders.joined(separator: " or ")) + ".\n"
+                + "  Build it first: swift build -c release --product syncd   (or all products: swift build -c release)\n"
+                + "  then run: .build/release/logsync-bench latency")
+        throw ExitCode(69)  // EX_UNAVAILABLE
+    }
+
+    // MARK: - One run
+
+    struct Sample {
+        /// Milliseconds from the end of A's write to the row being visible in B (the timeout when not).
+        var latency: Double
+        var timedOut: Bool
+        /// Milliseconds from the end of A's write to A's segment file appearing in the shared folder.
+        var published: Double?
+        /// The row was found by the periodic re-check, not after a wake-up from B's commit stream.
+        var foundByRecheck: Bool
+    }
+
+    static func measure(directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int) throws -> [Sample] {
+        let shared = directory.path("shared")
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        let schemaFile = directory.path("schema.json")
+        try Data(schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
+        var configs: [String] = []
+        for name in ["a", "b"] {
+            let folder = directory.path(name)
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+            let config = folder + "/syncd.toml"
+            try Data(
+                """
+                [store]
+                path = "store.sqlite"
+                schema = "\(schemaFile)"
+
+                [sync]
+                account = "\(account)"
+                shared_folder = "\(shared)"
+
+                [control]
+                socket = "s.sock"
+
+                """.utf8
+            ).write(to: URL(fileURLWithPath: config))
+            configs.append(config)
+        }
+
+        // Daemons are stopped on every way out of this function (and by the signal handler on Ctrl-C).
+        let daemons = Daemons(scratch: directory.url.path)
+        defer { daemons.stopAll() }
+        let daemonA = try daemons.start(name: "A", executable: syncd, arguments: ["--config", configs[0]])
+        let daemonB = try daemons.start(name: "B", executable: syncd, arguments: ["--config", configs[1]])
+        let readyStart = ContinuousClock.now
+        try daemonA.awaitReady(timeout: readyTimeout)
+        try daemonB.awaitReady(timeout: readyTimeout)
+        Report.progress("  both daemons ready after \(formatted((ContinuousClock.now - readyStart).inMilliseconds, decimals: 0)) ms (pids \(daemonA.pid), \(daemonB.pid))")
+
+        let storeA = try Store(path: directory.path("a/store.sqlite"), schema: schema)
+        let storeB = try Store(path: directory.path("b/store.sqlite"), schema: schema)
+
+        // Subscribe to B's commits before the first write; each commit wakes the waiting sample.
+        let wakeups = DispatchSemaphore(value: 0)
+        let commits = storeB.commits()
+        let consumer = Task.detached {
+            for await _ in commits { wakeups.signal() }
+        }
+        defer { consumer.cancel() }
+
+        let segmentFolder = shared + "/" + account + "/" + storeA.nodeID
+        let watcher = SegmentWatcher(folder: segmentFolder)
+        if watcher == nil { Report.progress("  (no inotify on \(segmentFolder): no breakdown)") }
+        defer { watcher?.stop() }
+
+        let rows = NoteFixture.rows(count: warmUpSamples + count)
+        var results: [Sample] = []
+        var consecutiveTimeouts = 0
+        for (index, row) in rows.enumerated() {
+            let measured = index >= warmUpSamples
+            let sample = try takeSample(
+                row, from: storeA, to: storeB, wakeups: wakeups, watcher: watcher, daemons: [daemonA, daemonB])
+            if sample.timedOut {
+                Report.progress(
+                    "  \(measured ? "sample \(index - warmUpSamples + 1)" : "warm-up sample \(index + 1)"): row \(row.id) "
+                        + "not visible in B after \(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms"
+                        + (sample.published.map { " (segment published after \(formatted($0, decimals: 1)) ms)" } ?? " (no segment seen)"))
+                consecutiveTimeouts += 1
+                if consecutiveTimeouts == 3 {
+                    throw BenchError(
+                        "3 samples in a row did not reach B: the daemons are not syncing. Their logs:\n"
+                            + [daemonA, daemonB].map { "syncd \($0.name):\n\($0.log)" }.joined(separator: "\n"))
+                }
+            } else {
+                consecutiveTimeouts = 0
+            }
+            if measured {
+                results.append(sample)
+                if results.count % 50 == 0 || results.count == count {
+                    let latencies = results.map(\.latency)
+                    Report.progress(
+                        "  \(results.count)/\(count) samples: p50 \(formatted(percentile(latencies, 50), decimals: 2)) ms, "
+                            + "max \(formatted(latencies.max()!, decimals: 2)) ms")
+                }
+            } else if index == warmUpSamples - 1 {
+                Report.progress("  warm-up done (\(warmUpSamples) samples, last \(formatted(sample.latency, decimals: 2)) ms)")
+            }
+            Thread.sleep(forTimeInterval: spacing.seconds)
+        }
+
+        let total = try storeB.read(#"SELECT count(*) FROM "Note""#)
+        guard total.first?.first == .integer(Int64(rows.count)) else {
+            throw BenchError("B holds \(String(describing: total.first?.first)) rows at the end, expected \(rows.count)")
+        }
+        return results
+    }
+
+    /// Writes `row` on A and waits until B's store shows it.
+    static func takeSample(
+        _ row: NoteRow, from storeA: Store, to storeB: Store, wakeups: DispatchSemaphore, watcher: SegmentWatcher?,
+        daemons: [Daemon]
+    ) throws -> Sample {
+        // Forget wake-ups from earlier commits (B's own bookkeeping, the previous sample).
+        while wakeups.wait(timeout: .now()) == .success {}
+        for daemon in daemons where !daemon.isRunning {
+            throw BenchError("syncd \(daemon.name) exited (status \(daemon.exitStatus)); its log:\n\(daemon.log)")
+        }
+
+        try storeA.write(author: "bench", context: "latency") { tx in
+            try tx.execute(NoteFixture.plainInsertSQL, row.arguments)
+        }
+        let committed = ContinuousClock.now
+        let deadline = committed + sampleTimeout
+        let query = #"SELECT 1 FROM "Note" WHERE "id" = ?"#
+        let key: [DatabaseValue] = [.text(row.id)]
+        var visible: ContinuousClock.Instant?
+        var woken = true
+        while true {
+            if try !storeB.read(query, key).isEmpty {
+                visible = ContinuousClock.now
+                break
+            }
+            let remaining = deadline - ContinuousClock.now
+            if remaining <= .zero { break }
+            let wait = min(remaining, recheckInterval)
+            woken = wakeups.wait(timeout: .now() + .nanoseconds(Int(wait.inNanoseconds))) == .success
+        }
+        let end = visible ?? ContinuousClock.now
+        let published = watcher?.firstArrival(from: committed, through: end).map { ($0 - committed).inMilliseconds }
+        if let visible {
+            return Sample(
+                latency: (visible - committed).inMilliseconds, timedOut: false, published: published,
+                foundByRecheck: !woken)
+        }
+        return Sample(latency: sampleTimeout.inMilliseconds, timedOut: true, published: published, foundByRecheck: false)
+    }
+
+    // MARK: - Statistics
+
+    /// The nearest-rank percentile: the smallest value with at least `p` % of the values at or below it.
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        precondition(!values.isEmpty, "percentile of no values")
+        let sorted = values.sorted()
+        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
+
+    static func reportBreakdown(_ samples: [Sample]) {
+        let matched = samples.filter { $0.published != nil && !$0.timedOut }
+        guard !matched.isEmpty else {
+            Report.progress("  breakdown: no segment arrivals were matched to samples")
+            return
+        }
+        let exportTimes = matched.map { $0.published! }
+        let importTimes = matched.map { $0.latency - $0.published! }
+        func line(_ label: String, _ values: [Double]) -> String {
+            "\(label): p50 \(formatted(percentile(values, 50), decimals: 2)) ms, p99 \(formatted(percentile(values, 99), decimals: 2)) ms, "
+                + "mean \(formatted(values.reduce(0, +) / Double(values.count), decimals: 2)) ms, max \(formatted(values.max()!, decimals: 2)) ms"
+        }
+        Report.progress(
+            "  breakdown over \(matched.count) of \(samples.count) samples (a segment file seen in A's folder between commit and visibility):\n"
+                + "    " + line("commit on A → segment file in the shared folder (A's syncd: wake, export, publish)", exportTimes) + "\n"
+                + "    " + line("segment file → row visible in B (B's syncd: wake, scan, import; B's commit monitor)", importTimes))
+    }
+}
+
+// MARK: - Durations
+
+extension Duration {
+    fileprivate var inMilliseconds: Double { seconds * 1e3 }
+    fileprivate var inNanoseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
+    }
+}
+
+// MARK: - Daemon processes
+
+extension LatencySuite {
+    /// One `syncd` child: its process and everything it wrote to stderr.
+    final class Daemon: @unchecked Sendable {
+        let name: String
+        private let process = Process()
+        private let output = Mutex("")
+
+        init(name: String, executable: String, arguments: [String]) throws {
+            self.name = name
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            let errors = Pipe()
+            process.standardError = errors
+            process.standardOutput = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
+                let data = handle.availableData
+                guard !data.isEmpty else {
+                    handle.readabilityHandler = nil
+                    return
+                }
+                self?.output.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+            try process.run()
+        }
+
+        var pid: Int32 { process.processIdentifier }
+        var isRunning: Bool { process.isRunning }
+        var exitStatus: Int32 { process.isRunning ? -1 : process.terminationStatus }
+        var log: String { output.withLock { $0 } }
+
+        /// Waits for "syncd ready" on stderr; throws with the daemon's log when it exits or the deadline passes.
+        func awaitReady(timeout: Duration) throws {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                if log.contains("syncd ready") { return }
+                if !process.isRunning {
+                    Thread.sleep(forTimeInterval: 0.05)  // let the pipe drain
+                    throw BenchError("syncd \(name) exited with status \(process.terminationStatus) before it was ready; its log:\n\(log)")
+                }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            throw BenchError("syncd \(name) was not ready after \(formatted(timeout.inMilliseconds / 1000, decimals: 0)) s; its log:\n\(log)")
+        }
+
+        /// SIGTERM (again, if already sent), then waits up to `grace` for the exit; SIGKILL after that.
+        /// Returns how it ended.
+        @discardableResult
+        func stop(grace: Duration = .seconds(10)) -> String {
+            guard process.isRunning else { return "stopped (status \(process.terminationStatus))" }
+            kill(pid, SIGTERM)
+            let deadline = ContinuousClock.now + grace
+            while process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.005) }
+            if process.isRunning {
+                kill(pid, SIGKILL)
+                process.waitUntilExit()
+                return "killed with SIGKILL after \(formatted(grace.inMilliseconds / 1000, decimals: 0)) s"
+            }
+            return "stopped (status \(process.terminationStatus))"
+        }
+    }
+
+    /// The daemons this run started. Stops them all when asked, and on SIGINT or SIGTERM to the bench.
+    final class Daemons: @unchecked Sendable {
+        private let members = Mutex<[Daemon]>([])
+        /// Touched only by `init` and `stopAll()`, both on the suite's thread.
+        private var signalSources: [DispatchSourceSignal] = []
+        /// The run's temporary directory, removed when a signal ends the run.
+        private let scratch: String
+
+        init(scratch: String) {
+            self.scratch = scratch
+            var sources: [DispatchSourceSignal] = []
+            for number in [SIGINT, SIGTERM] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                source.setEventHandler { [self] in
+                    let running = members.withLock { $0 }
+                    FileHandle.standardError.write(Data("latency: interrupted, stopping \(running.count) syncd\n".utf8))
+                    for daemon in running { daemon.stop() }
+                    try? FileManager.default.removeItem(atPath: scratch)
+                    Foundation.exit(128 + number)
+                }
+                source.resume()
+                sources.append(source)
+            }
+            signalSources = sources
+        }
+
+        func start(name: String, executable: String, arguments: [String]) throws -> Daemon {
+            let daemon = try Daemon(name: name, executable: executable, arguments: arguments)
+            members.withLock { $0.append(daemon) }
+            return daemon
+        }
+
+        /// Stops every daemon (SIGTERM, SIGKILL after 10 s), waits for each, and restores default signal handling.
+        func stopAll() {
+            let daemons = members.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
+            // Ask all first, so they shut down in parallel.
+            let signalled = daemons.map { daemon in
+                guard daemon.isRunning else { return false }
+                kill(daemon.pid, SIGTERM)
+                return true
+            }
+            for (daemon, wasRunning) in zip(daemons, signalled) {
+                let outcome = daemon.stop()
+                Report.progress("  syncd \(daemon.name): \(wasRunning ? outcome : "had already exited (status \(daemon.exitStatus))")")
+            }
+            for source in signalSources { source.cancel() }
+            signalSources.removeAll()
+            signal(SIGINT, SIG_DFL)
+            signal(SIGTERM, SIG_DFL)
+        }
+    }
+}
+
+// MARK: - Segment arrivals
+
+extension LatencySuite {
+    /// Notes the time each new segment file appears in one node's folder of the shared folder (inotify on
+    /// the folder; the rename that publishes a segment is an event).
+    final class SegmentWatcher: Sendable {
+        private let watch: DirectoryWatch
+        private let arrivals = Mutex<[ContinuousClock.Instant]>([])
+        private let stopped = Mutex(false)
+
+        init?(folder: String) {
+            guard let watch = DirectoryWatch(directory: folder) else { return nil }
+            self.watch = watch
+            let thread = Thread { [self] in run(folder: folder) }
+            thread.name = "latency.segment-watcher"
+            thread.start()
+        }
+
+        private func run(folder: String) {
+            var seen = Set<String>()
+            while !stopped.withLock({ $0 }) {
+                let wake = watch.wait(timeoutMilliseconds: 1_000)
+                if wake == .stopped { break }
+                let now = ContinuousClock.now
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
+                var fresh = 0
+                for name in names where !name.hasPrefix(".") && name.hasSuffix(".lseg") && !seen.contains(name) {
+                    seen.insert(name)
+                    fresh += 1
+                }
+                if fresh > 0 { arrivals.withLock { $0.append(now) } }
+            }
+        }
+
+        /// The first arrival in `start...end`, if any.
+        func firstArrival(from start: ContinuousClock.Instant, through end: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+            arrivals.withLock { list in list.first { $0 >= start && $0 <= end } }
+        }
+
+        func stop() {
+            stopped.withLock { $0 = true }
+            watch.stop()
+        }
+    }
+}
