@@ -150,7 +150,7 @@ struct StoreConvergenceTests {
             for node in nodes {
                 try node.export()
                 for origin in nodes where origin !== node {
-                    #expect(node.applied[origin.id] == origin.exported.count, "seed \(seed): late local history")
+                    #expect((node.applied[origin.id] ?? 0) == origin.exported.count, "seed \(seed): late local history")
                 }
             }
 
