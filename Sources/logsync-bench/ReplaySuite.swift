@@ -22,14 +22,7 @@ struct ReplaySuite: ParsableCommand {
 
     @OptionGroup var options: SuiteOptions
 
-    struct Sizes {
-        var changes: Int
-        var rounds: Int
-
-        static let full = Sizes(changes: 100_000, rounds: 3)
-        static let quick = Sizes(changes: 20_000, rounds: 2)
-        static let warmUp = Sizes(changes: 4_000, rounds: 1)
-    }
+    typealias Sizes = ImportSizes
 
     static let suite = "replay"
 

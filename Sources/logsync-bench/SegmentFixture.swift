@@ -150,3 +150,14 @@ enum SegmentFixture {
         return seconds
     }
 }
+
+/// How many remote changes `replay` and `stall` import, and how many rounds they measure: one definition,
+/// so both suites always speak of the same workload.
+struct ImportSizes {
+    var changes: Int
+    var rounds: Int
+
+    static let full = ImportSizes(changes: 100_000, rounds: 3)
+    static let quick = ImportSizes(changes: 20_000, rounds: 2)
+    static let warmUp = ImportSizes(changes: 4_000, rounds: 1)
+}

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncPlatform
+import LogsyncSync
 
 /// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
 /// Every key is listed in ``DaemonConfiguration/keys`` and documented in `config/syncd.toml`.
@@ -138,6 +139,11 @@ public struct DaemonConfiguration: Sendable {
                 file: file, line: line,
                 "control socket path \(socketPath) is \(socketPath.utf8.count) bytes; Unix sockets allow \(UnixSocket.maximumPathLength): choose a shorter path")
         }
+    }
+
+    /// The engine settings these keys describe.
+    public var syncConfiguration: SyncConfiguration {
+        SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges, maximumChangesPerBatch: batchChanges)
     }
 
     /// Whether the shared folder is one the daemon may create: the embedded default under its own state.

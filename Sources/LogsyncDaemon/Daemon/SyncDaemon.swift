@@ -60,9 +60,7 @@ public final class SyncDaemon: @unchecked Sendable {
         transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
         engine = SyncEngine(
             store: store, transport: transport,
-            configuration: SyncConfiguration(
-                account: configuration.account, maximumChangesPerSegment: configuration.segmentChanges,
-                maximumChangesPerBatch: configuration.batchChanges))
+            configuration: configuration.syncConfiguration)
         // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
         // hangs, they stop and systemd restarts the daemon.
         let notifier = self.notifier
@@ -169,8 +167,7 @@ public final class SyncDaemon: @unchecked Sendable {
         loop.reconfigure(
             engine: SyncEngine(
                 store: store, transport: transport,
-                configuration: SyncConfiguration(
-                    account: applied.account, maximumChangesPerSegment: applied.segmentChanges, maximumChangesPerBatch: applied.batchChanges)),
+                configuration: applied.syncConfiguration),
             maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
         if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
