@@ -35,20 +35,28 @@ public struct RowState: Sendable, Hashable {
     /// Merges one change written at `clock`. Returns whether the state changed.
     @discardableResult
     public mutating func merge(_ change: LogChange, at clock: Clock) -> Bool {
-        let before = self
+        // Every assignment below replaces a part with a different one (a later clock, a greater causal
+        // length, a new register), so tracking them says whether the state changed without comparing it.
+        var changed = false
         if change.kind == .delete, deletedAt.map({ clock > $0 }) ?? true {
             deletedAt = clock
+            changed = true
         }
         if change.causalLength > causalLength {
+            // A later life: the registers of earlier lives are dropped, so this change's values (if the
+            // row exists in it) are all the registers. `mapValues` keeps the dictionary's layout instead of
+            // inserting (and hashing) each column again.
             causalLength = change.causalLength
-            columns = [:]
+            columns = change.causalLength % 2 == 1 ? change.values.mapValues { Register($0, clock) } : [:]
+            return true
         }
         if change.causalLength == causalLength, change.causalLength % 2 == 1 {
             for (name, value) in change.values where columns[name].map({ clock > $0.clock }) ?? true {
                 columns[name] = Register(value, clock)
+                changed = true
             }
         }
-        return self != before
+        return changed
     }
 
     /// Merges another replica's state of the same row.

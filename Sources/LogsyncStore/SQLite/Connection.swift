@@ -34,6 +34,7 @@ final class Connection {
 
     deinit {
         statementCache.removeAll()
+        if walState != nil { sqlite3_wal_hook(handle, nil, nil) }
         sqlite3_close_v2(handle)
     }
 
@@ -121,6 +122,45 @@ final class Connection {
     }
 
     var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// What SQLite's WAL hook last reported on this connection.
+    private final class WALState {
+        /// Frames in the WAL after the connection's last commit.
+        var frames: Int32 = 0
+        /// Past this many frames the connection checkpoints by itself, inside its commit.
+        let fallbackFrames: Int32
+
+        init(fallbackFrames: Int32) { self.fallbackFrames = fallbackFrames }
+    }
+
+    private var walState: WALState?
+
+    /// Takes over SQLite's automatic checkpoint on this connection: its commits record how many frames
+    /// the WAL holds (``walFrames``), so that the owner can checkpoint from another connection once the
+    /// writer's lock is released. Only past `fallbackFrames` — nobody else checkpointed — does a commit
+    /// checkpoint by itself, as SQLite's automatic checkpoint would.
+    func trackWALFrames(fallbackFrames: Int32) {
+        let state = WALState(fallbackFrames: fallbackFrames)
+        walState = state
+        sqlite3_wal_hook(handle, { context, db, name, frames in
+            guard let context else { return SQLITE_OK }
+            let state = Unmanaged<WALState>.fromOpaque(context).takeUnretainedValue()
+            state.frames = frames
+            // Errors are ignored, as SQLite's own automatic checkpoint ignores them: the commit succeeded.
+            if frames >= state.fallbackFrames { sqlite3_wal_checkpoint(db, name) }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(state).toOpaque())
+    }
+
+    /// Frames in the WAL after this connection's last commit, once ``trackWALFrames(fallbackFrames:)`` is on.
+    var walFrames: Int { Int(walState?.frames ?? 0) }
+
+    /// A passive checkpoint (`sqlite3_wal_checkpoint_v2(PASSIVE)`): copies what it can of the WAL into the
+    /// database without waiting for, or blocking, writers.
+    func checkpointPassively() throws(SQLiteError) {
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+    }
 
     func error(_ rc: Int32, sql: String?) -> SQLiteError {
         SQLiteError(

@@ -33,6 +33,19 @@ final class Statement {
         }
     }
 
+    /// Binds an integer; for the merge's hot statements, which bind each parameter in place instead of
+    /// building an array of values per row.
+    func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+        let rc = sqlite3_bind_int64(handle, index, value)
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
+    /// Binds bytes without wrapping them in a ``DatabaseValue`` (SQLite copies them).
+    func bind(bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        let rc = csqlite_bind_blob(handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, Int32(bytes.count))
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
     func bind(_ value: DatabaseValue, at index: Int32) throws(SQLiteError) {
         let rc: Int32
         switch value {
@@ -68,7 +81,23 @@ final class Statement {
         }
     }
 
+    /// Runs a statement that returns no rows (or whose rows are not wanted) to completion.
+    func run() throws(SQLiteError) {
+        while try step() {}
+    }
+
     var columnCount: Int { Int(sqlite3_column_count(handle)) }
+
+    /// Calls `body` with the bytes of a BLOB (or TEXT) column of the current row, without copying them.
+    /// The bytes are valid only inside `body`: the next step or reset frees them.
+    func withBytes<T>(at column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let index = Int32(column)
+        // sqlite3_column_blob first, then sqlite3_column_bytes: the order SQLite documents as safe.
+        guard let base = sqlite3_column_blob(handle, index) else {
+            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return try body(UnsafeRawBufferPointer(start: base, count: Int(sqlite3_column_bytes(handle, index))))
+    }
 
     func value(at column: Int) -> DatabaseValue {
         let index = Int32(column)
@@ -83,6 +112,9 @@ final class Statement {
         default: return .null
         }
     }
+
+    func isInteger(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER }
+    func isBlob(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB }
 
     func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }

@@ -14,13 +14,35 @@ struct Catalog: Sendable {
         /// Statements the merge runs for every row, built once.
         let sql: RowSQL
 
-        init(id: Int64, entity: Entity, columns: [String], columnTypes: [String: AttributeType], sql: RowSQL) {
+        /// Each column's bit, for encoding row states without searching `columns`.
+        let bits: [String: Int]
+        /// Per column in bit order, the value a column without a register shows: the attribute's declared
+        /// default, else NULL (relationships have none).
+        let defaults: [DatabaseValue]
+
+        /// Columns whose change can alter other rows' projection: references and unique-key columns.
+        let structuralColumns: [String]
+        /// Some relationship points to this entity, so its rows' existence matters to other rows.
+        let isReferenced: Bool
+
+        init(
+            id: Int64, entity: Entity, columns: [String], columnTypes: [String: AttributeType], sql: RowSQL,
+            isReferenced: Bool
+        ) {
             self.id = id
             self.entity = entity
             self.columns = columns
             self.columnTypes = columnTypes
             self.sql = sql
             self.isIsolated = entity.uniqueKeys.isEmpty && entity.relationships.isEmpty
+            self.structuralColumns = entity.relationships.map(\.name) + entity.uniqueKeys.flatMap { $0 }
+            self.isReferenced = isReferenced
+            var bits: [String: Int] = [:]
+            for (bit, name) in columns.enumerated() where bits[name] == nil { bits[name] = bit }
+            self.bits = bits
+            self.defaults = columns.map { name in
+                entity.attributes.first { $0.name == name }?.defaultValue.map(DatabaseValue.init) ?? .null
+            }
         }
 
         func columnNames(inMask mask: Int64) -> [String] {
@@ -33,7 +55,7 @@ struct Catalog: Sendable {
 
         var primaryKey: PrimaryKey { entity.primaryKey! }
 
-        func bit(of column: String) -> Int? { columns.firstIndex(of: column) }
+        func bit(of column: String) -> Int? { bits[column] }
 
         /// A row of an isolated entity (no unique keys, no references) projects from its own state alone.
         let isIsolated: Bool
@@ -47,6 +69,7 @@ struct Catalog: Sendable {
         self.schema = schema
         var byName: [String: EntityInfo] = [:]
         var byID: [Int64: EntityInfo] = [:]
+        let referenced = Set(schema.entities.flatMap { $0.relationships.map(\.destination) })
         for row in registered {
             guard let entity = schema.entity(named: row.name) else { continue }
             var types: [String: AttributeType] = [:]
@@ -54,13 +77,15 @@ struct Catalog: Sendable {
             for relationship in entity.relationships {
                 types[relationship.name] = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
             }
-            let info = EntityInfo(id: row.id, entity: entity, columns: row.columns, columnTypes: types, sql: RowSQL(entity: entity, columns: row.columns))
+            let info = EntityInfo(
+                id: row.id, entity: entity, columns: row.columns, columnTypes: types, sql: RowSQL(entity: entity, columns: row.columns),
+                isReferenced: referenced.contains(row.name))
             byName[row.name] = info
             byID[row.id] = info
         }
         self.byName = byName
         self.byID = byID
-        referenced = Set(schema.entities.flatMap { $0.relationships.map(\.destination) })
+        self.referenced = referenced
     }
 
     /// Entities that some relationship points to: their structural changes can affect other rows.

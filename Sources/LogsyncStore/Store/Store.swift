@@ -9,7 +9,8 @@ import LogsyncCore
 /// processes are sealed into history transactions of their own (see `docs/history.md`).
 ///
 /// A `Store` is safe to share between threads and tasks: it owns one writer connection and one reader
-/// connection, each behind its own lock.
+/// connection, each behind its own lock, and one more that copies the WAL into the database file
+/// (``Checkpoints``).
 public final class Store: Sendable {
     public let path: String
     public let schema: Schema
@@ -20,12 +21,33 @@ public final class Store: Sendable {
     let catalog: Catalog
     private let writer: Locked<WriterState>
     private let reader: Locked<Connection>
+    private let checkpoints: Checkpoints
+
+    /// WAL frames (pages) after which a write transaction is followed by a checkpoint: SQLite's own
+    /// automatic-checkpoint threshold. See ``Checkpoints``.
+    static let checkpointFrames = 1_000
+    /// WAL frames (about 40 MiB) after which a sync transaction's checkpoint makes sure that the WAL starts
+    /// over, even while local writers keep appending to it. See ``Checkpoints``.
+    static let restartFrames = 10_000
+    /// WAL frames (about 80 MiB) after which the writer checkpoints inside its commit, as SQLite would by
+    /// itself: only reached when the checkpoints after transactions do not keep up (or cannot: another
+    /// process's readers or writers), or one transaction is that large.
+    static let writerCheckpointFrames: Int32 = 2 * Int32(restartFrames)
 
     struct WriterState {
         let connection: Connection
         var clock: HybridLogicalClock
         var nodes: NodeTable
         let statements = GeneratedStatements()
+        /// The merge's per-row statements on this connection.
+        let mergeStatements: MergeStatements
+
+        init(connection: Connection, clock: HybridLogicalClock, nodes: NodeTable) {
+            self.connection = connection
+            self.clock = clock
+            self.nodes = nodes
+            self.mergeStatements = MergeStatements(connection: connection)
+        }
     }
 
     /// Opens the store at `path`, creating it if needed, and registers `schema`: tables are created or
@@ -58,18 +80,36 @@ public final class Store: Sendable {
             guard case .text(let node)? = try connection.scalar("SELECT value FROM _ls_meta WHERE key = 'node'") else {
                 throw StoreError(.incompatibleFormat, "the store has no node id", path: path)
             }
+            connection.trackWALFrames(fallbackFrames: Self.writerCheckpointFrames)
             let readerConnection = try Self.openConnection(path, options: options)
             try readerConnection.execute("PRAGMA query_only = 1")
             self.catalog = catalog
             self.nodeID = node
-            self.writer = Locked(
+            let writer = Locked(
                 WriterState(connection: connection, clock: HybridLogicalClock(), nodes: try NodeTable(connection: connection)))
+            self.writer = writer
             self.reader = Locked(readerConnection)
+            self.checkpoints = Checkpoints(
+                open: { [path, options] in try Self.openConnection(path, options: options) },
+                // Weak: the writer connection must close with the store, not whenever the checkpoint thread
+                // lets go of this closure.
+                holdingWriterLock: { [weak writer] work in try writer?.withLock { _ in try work() } })
         } catch {
             if !existed { Self.removeFiles(of: path) }
             throw Self.mapped(error, path: path, doing: "opening the store")
                 ?? StoreError(.sqlite, "opening the store failed", path: path, cause: SendableDescription(error))
         }
+    }
+
+    /// Waits until the checkpoints handed to the checkpoint thread so far have run (see ``Checkpoints``).
+    func waitForBackgroundCheckpoints() {
+        checkpoints.waitForBackground()
+    }
+
+    deinit {
+        // The checkpoint thread's connection is closed before the store's own: when the store is gone, no
+        // connection to its file is left open.
+        checkpoints.stop()
     }
 
     // MARK: - Writing
@@ -99,7 +139,7 @@ public final class Store: Sendable {
     /// The write path shared by local writes and imports: seal whatever foreign writers left, run the
     /// body, and close its changes with a marker, all in one transaction.
     func perform<T>(marker: Marker, _ body: (WriteTransaction) throws -> T) throws -> (result: T, token: HistoryToken?) {
-        try writer.withLock { state in
+        try withWriter(sync: false) { state in
             let connection = state.connection
             do {
                 try connection.execute("BEGIN IMMEDIATE")
@@ -118,6 +158,27 @@ public final class Store: Sendable {
                 throw Self.storeError(error, path: path, doing: "writing")
             }
         }
+    }
+
+    /// Runs `body` holding the writer lock, then, when the WAL has grown past ``checkpointFrames``, a
+    /// checkpoint (see ``Checkpoints``): on this thread once the lock is released if the turn is free,
+    /// else, after a sync transaction, on the checkpoint thread. `inBackground`: a sync transaction that no
+    /// local writer competes with, whose checkpoint goes to the checkpoint thread in any case.
+    private func withWriter<T>(sync: Bool, inBackground: Bool = false, _ body: (inout WriterState) throws -> T) throws -> T {
+        var walFrames = 0
+        var claimed = false
+        let result = try writer.withLock { state in
+            let result = try body(&state)
+            walFrames = state.connection.walFrames
+            if !inBackground { claimed = checkpoints.claim(walFrames: walFrames) }
+            return result
+        }
+        if claimed {
+            checkpoints.run(walFrames: walFrames, restart: sync)
+        } else if sync {
+            checkpoints.checkpointInBackground(walFrames: walFrames)
+        }
+        return result
     }
 
     /// Inside a write transaction: closes changes left by foreign writers with a marker of their own, so
@@ -143,8 +204,13 @@ public final class Store: Sendable {
     /// Runs `body` in a write transaction for the sync engine: foreign changes are sealed first, and the
     /// merging flag is set so delete-rule triggers leave the projection to the merge. `body` appends its
     /// own markers. Rolled back entirely if anything throws.
-    func syncTransaction<T>(_ body: (inout WriterState, _ lastSeq: Int64) throws -> T) throws -> T {
-        try writer.withLock { state in
+    ///
+    /// `checkpointInBackground`: no local writer competes with this transaction, so the checkpoint that may
+    /// follow it can run alongside the caller's next one (see ``Checkpoints``).
+    func syncTransaction<T>(
+        checkpointInBackground: Bool = false, _ body: (inout WriterState, _ lastSeq: Int64) throws -> T
+    ) throws -> T {
+        try withWriter(sync: true, inBackground: checkpointInBackground) { state in
             let connection = state.connection
             do {
                 try connection.execute("BEGIN IMMEDIATE")

@@ -28,7 +28,7 @@ extension Store {
         let rows = try connection.rows(
             "SELECT seq, kind, entity, pk, cols, hlc, author, context, origin FROM _ls_log WHERE seq > ? AND seq <= ? ORDER BY seq",
             [.integer(exported), .integer(bound)])
-        let writer = MergeWriter(connection: connection, catalog: catalog)
+        let writer = MergeWriter(state: state, catalog: catalog)
         var pending: [[DatabaseValue]] = []
         var changed: [RowKey: Bool] = [:]
         var folded = 0

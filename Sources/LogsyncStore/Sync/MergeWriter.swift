@@ -9,74 +9,169 @@ import LogsyncCore
 struct MergeWriter {
     let connection: Connection
     let catalog: Catalog
+    let statements: MergeStatements
+
+    init(state: Store.WriterState, catalog: Catalog) {
+        self.connection = state.connection
+        self.catalog = catalog
+        self.statements = state.mergeStatements
+    }
 
     // MARK: - Row states
 
     func loadState(_ key: RowKey, nodes: NodeTable) throws -> RowState? {
         guard let info = catalog.byName[key.entity] else { return nil }
-        guard let row = try connection.rows("SELECT cl, state FROM _ls_row WHERE entity = ? AND pk = ?", [.integer(info.id), key.primaryKey]).first,
-            case .integer(let cl) = row[0], case .blob(let bytes) = row[1]
-        else { return nil }
-        return try RowStateCoding.decode(bytes, causalLength: UInt64(cl), info: info, nodes: nodes)
+        return try loadState(key.primaryKey, info: info, nodes: nodes)
+    }
+
+    func loadState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState? {
+        let statement = try statements.loadState()
+        try statement.bind(info.id, at: 1)
+        try statement.bind(primaryKey, at: 2)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        guard statement.isInteger(at: 0), statement.isBlob(at: 1) else { return nil }
+        guard let causalLength = UInt64(exactly: statement.int64(at: 0)) else {
+            throw RowStateCoding.corrupt("negative causal length")
+        }
+        return try statement.withBytes(at: 1) { bytes in
+            try RowStateCoding.decode(bytes, causalLength: causalLength, info: info, nodes: nodes)
+        }
     }
 
     /// Stores `state` and updates the reference index for the references that changed.
     func saveState(_ state: RowState, for key: RowKey, previous: RowState?, nodes: inout NodeTable) throws {
         guard let info = catalog.byName[key.entity] else { return }
-        let bytes = try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection)
-        try connection.execute(
-            "INSERT OR REPLACE INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?)",
-            [.integer(info.id), key.primaryKey, .integer(Int64(state.causalLength)), .blob(bytes)])
+        try saveState(state, primaryKey: key.primaryKey, info: info, previous: previous, nodes: &nodes)
+    }
+
+    func saveState(
+        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, previous: RowState?, nodes: inout NodeTable
+    ) throws {
+        try writeState(state, primaryKey: primaryKey, info: info, with: try statements.saveState(), nodes: &nodes)
+        try updateReferences(of: primaryKey, info: info, from: previous, to: state)
+    }
+
+    /// Stores the state of a row that has none yet, without looking for one first; returns false, storing
+    /// nothing, when the row has a state after all. For inserts, which nearly always create their row: it
+    /// saves the lookup that ``loadState(_:info:nodes:)`` would make before ``saveState(_:primaryKey:info:previous:nodes:)``.
+    func saveStateIfNew(_ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable) throws -> Bool {
+        try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertState(), nodes: &nodes)
+        guard connection.changes > 0 else { return false }
+        try updateReferences(of: primaryKey, info: info, from: nil, to: state)
+        return true
+    }
+
+    /// Runs `statement`, an insert into `_ls_row` whose parameters are (entity, pk, cl, state).
+    private func writeState(
+        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, with statement: Statement, nodes: inout NodeTable
+    ) throws {
+        try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
+        try statement.bind(info.id, at: 1)
+        try statement.bind(primaryKey, at: 2)
+        try statement.bind(Int64(state.causalLength), at: 3)
+        try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
+        try statement.run()
+    }
+
+    /// Keeps `_ls_ref` equal to the row's references: removes those it no longer has, adds the new ones.
+    private func updateReferences(of primaryKey: DatabaseValue, info: Catalog.EntityInfo, from previous: RowState?, to state: RowState) throws {
         for relationship in info.entity.relationships {
             let old = previous?.columns[relationship.name]?.value ?? .null
             let new = state.columns[relationship.name]?.value ?? .null
             guard old != new, let target = catalog.byName[relationship.destination] else { continue }
             if !old.isNull {
-                try connection.execute(
-                    "DELETE FROM _ls_ref WHERE target_entity = ? AND target = ? AND entity = ? AND pk = ?",
-                    [.integer(target.id), old, .integer(info.id), key.primaryKey])
+                try runReference(try statements.deleteReference(), target: target, old, info: info, primaryKey)
             }
             if !new.isNull {
-                try connection.execute(
-                    "INSERT OR IGNORE INTO _ls_ref(target_entity, target, entity, pk) VALUES (?, ?, ?, ?)",
-                    [.integer(target.id), new, .integer(info.id), key.primaryKey])
+                try runReference(try statements.insertReference(), target: target, new, info: info, primaryKey)
             }
         }
+    }
+
+    /// Runs an `_ls_ref` statement whose parameters are (target entity, target, entity, pk).
+    private func runReference(
+        _ statement: Statement, target: Catalog.EntityInfo, _ value: DatabaseValue, info: Catalog.EntityInfo, _ primaryKey: DatabaseValue
+    ) throws {
+        try statement.bind(target.id, at: 1)
+        try statement.bind(value, at: 2)
+        try statement.bind(info.id, at: 3)
+        try statement.bind(primaryKey, at: 4)
+        try statement.run()
     }
 
     /// Whether a state change can alter other rows' projection: existence, deletes, references or
     /// unique-key columns changed.
     func isStructural(_ key: RowKey, from old: RowState?, to new: RowState) -> Bool {
+        guard let info = catalog.byName[key.entity] else { return isStructuralExistence(from: old, to: new) ?? false }
+        return isStructural(info, from: old, to: new)
+    }
+
+    func isStructural(_ info: Catalog.EntityInfo, from old: RowState?, to new: RowState) -> Bool {
+        if let existence = isStructuralExistence(from: old, to: new) { return existence }
+        guard let old else { return true }
+        return info.structuralColumns.contains { old.columns[$0] != new.columns[$0] }
+    }
+
+    /// True when existence or deletes changed, nil when only the columns can tell.
+    private func isStructuralExistence(from old: RowState?, to new: RowState) -> Bool? {
         guard let old else { return true }
         if old.causalLength != new.causalLength || old.deletedAt != new.deletedAt { return true }
-        guard let entity = catalog.byName[key.entity]?.entity else { return false }
-        let watched = entity.relationships.map(\.name) + entity.uniqueKeys.flatMap { $0 }
-        return watched.contains { old.columns[$0] != new.columns[$0] }
+        return nil
     }
 
     // MARK: - Projection
 
-    /// Re-projects `changed` rows, and the rows that depend on those of them that changed structurally,
-    /// writing only the differences to the synced tables. The caller has set the merging flag, so
-    /// delete-rule triggers stand aside.
+    /// Re-projects the rows one remote transaction merged, and the rows that depend on those that changed
+    /// structurally, writing only the differences to the synced tables. The caller has set the merging
+    /// flag, so delete-rule triggers stand aside.
     ///
-    /// `known` holds states the caller has just loaded or written, so they are not read again.
-    func refresh(changed: [RowKey: Bool], known: [RowKey: RowState] = [:], new: Set<RowKey> = [], nodes: NodeTable) throws {
-        guard !changed.isEmpty else { return }
-        // Rows of isolated entities project from their own state: write them directly, and pass on only
-        // what depends on them (rows referring to them, after a structural change).
+    /// Rows of isolated entities are written in the order they were merged, straight from their states.
+    func refresh(_ merged: MergedRows, nodes: NodeTable) throws {
         var remaining: [RowKey: Bool] = [:]
-        for (key, structural) in changed {
-            guard let info = catalog.byName[key.entity], info.isIsolated, let state = try known[key] ?? loadState(key, nodes: nodes) else {
-                remaining[key] = structural
-                continue
-            }
-            try writeIsolated(key, info: info, state: state, isNew: new.contains(key))
-            if structural, catalog.referenced.contains(key.entity) {
-                for child in try children(of: key, info: info) where remaining[child] == nil { remaining[child] = true }
+        for row in merged.rows {
+            if row.info.isIsolated {
+                try refreshIsolated(row.key, info: row.info, state: row.state, isNew: row.isNew, structural: row.structural, remaining: &remaining)
+            } else {
+                remaining[row.key] = (remaining[row.key] ?? false) || row.structural
             }
         }
         guard !remaining.isEmpty else { return }
+        try refreshDependents(remaining, known: merged.states(), nodes: nodes)
+    }
+
+    /// Re-projects `changed` rows (true: changed structurally), as ``refresh(_:nodes:)`` does, for changes
+    /// folded from local history: those rows are already in the table as the local writes left them.
+    func refresh(changed: [RowKey: Bool], nodes: NodeTable) throws {
+        guard !changed.isEmpty else { return }
+        var remaining: [RowKey: Bool] = [:]
+        for (key, structural) in changed {
+            guard let info = catalog.byName[key.entity], info.isIsolated, let state = try loadState(key.primaryKey, info: info, nodes: nodes) else {
+                remaining[key] = (remaining[key] ?? false) || structural
+                continue
+            }
+            try refreshIsolated(key, info: info, state: state, isNew: false, structural: structural, remaining: &remaining)
+        }
+        guard !remaining.isEmpty else { return }
+        try refreshDependents(remaining, known: [:], nodes: nodes)
+    }
+
+    /// Rows of isolated entities project from their own state: write them directly, and pass on only
+    /// what depends on them (rows referring to them, after a structural change).
+    private func refreshIsolated(
+        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool, structural: Bool, remaining: inout [RowKey: Bool]
+    ) throws {
+        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew)
+        if structural, info.isReferenced {
+            for child in try children(of: key, info: info) { remaining[child] = true }
+        }
+    }
+
+    /// The general projection: `remaining` rows, and the rows that depend on those of them that changed
+    /// structurally, projected with ``MergeProjector`` over their neighbourhood.
+    ///
+    /// `known` holds states the caller has just written, so they are not read again.
+    private func refreshDependents(_ remaining: [RowKey: Bool], known: [RowKey: RowState], nodes: NodeTable) throws {
         let affected = try dependents(of: remaining, known: known, nodes: nodes)
         let states = try neighbourhood(of: affected, known: known, nodes: nodes)
         let (projection, aliases) = MergeProjector(schema: catalog.schema, rows: states).evaluate()
@@ -103,52 +198,77 @@ struct MergeWriter {
             }
         }
         for (info, key) in deletes {
-            try connection.execute(info.sql.delete, [key])
+            try deleteRow(info, key)
         }
         var deferred: [(Catalog.EntityInfo, DatabaseValue, [String: DatabaseValue])] = []
         for (info, key, current, values) in updates {
-            let changedColumns = info.columns.filter { current[$0] != values[$0] }
-            let sql =
-                "UPDATE \(SchemaSQL.quote(info.entity.name)) SET "
-                + changedColumns.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ")
-                + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
             do {
-                try connection.execute(sql, changedColumns.map { values[$0] ?? .null } + [key])
+                try updateRow(info, key, info.columns.filter { current[$0] != values[$0] }.map { ($0, values[$0] ?? .null) })
             } catch {
                 guard error.isConstraint else { throw error }
                 // Two rows trading unique values: take this one out and put it back after the others.
-                try connection.execute(info.sql.delete, [key])
+                try deleteRow(info, key)
                 deferred.append((info, key, values))
             }
         }
         for (info, key, values) in inserts + deferred {
-            try connection.execute(info.sql.insert, [key] + info.columns.map { values[$0] ?? .null })
+            try insertRow(info, key) { _, column in values[column] ?? .null }
         }
     }
 
     /// Writes the projection of a row that depends on nothing but its own state: present with its
     /// registers (or defaults) while its causal length is odd, absent otherwise. A row never seen before is
     /// not in the table (local history is always folded before a merge), so it is not looked up.
-    private func writeIsolated(_ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool) throws {
-        let actual = isNew ? nil : try baseRow(info, key.primaryKey)
+    private func writeIsolated(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool) throws {
+        let actual = isNew ? nil : try baseRow(info, primaryKey)
         guard state.exists else {
-            if actual != nil { try connection.execute(info.sql.delete, [key.primaryKey]) }
+            if actual != nil { try deleteRow(info, primaryKey) }
             return
         }
         // Isolated entities have no relationships: their columns are exactly their attributes.
-        let desired = info.columns.map { name in
-            state.columns[name]?.value ?? info.entity.attributes.first { $0.name == name }?.defaultValue.map(DatabaseValue.init) ?? .null
+        guard let actual else {
+            try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+            return
         }
-        if let actual {
-            let changed = zip(info.columns, desired).filter { actual[$0.0] != $0.1 }
-            guard !changed.isEmpty else { return }
-            try connection.execute(
-                "UPDATE \(SchemaSQL.quote(info.entity.name)) SET " + changed.map { "\(SchemaSQL.quote($0.0)) = ?" }.joined(separator: ", ")
-                    + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?",
-                changed.map(\.1) + [key.primaryKey])
-        } else {
-            try connection.execute(info.sql.insert, [key.primaryKey] + desired)
+        var changed: [(column: String, value: DatabaseValue)] = []
+        for (bit, column) in info.columns.enumerated() {
+            let value = state.columns[column]?.value ?? info.defaults[bit]
+            if actual[column] != value { changed.append((column, value)) }
         }
+        guard !changed.isEmpty else { return }
+        try updateRow(info, primaryKey, changed)
+    }
+
+    // MARK: - Writing rows
+
+    /// `INSERT` of a row with every column, in bit order; `value` gives each column's value.
+    private func insertRow(
+        _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, value: (_ bit: Int, _ column: String) -> DatabaseValue
+    ) throws {
+        let statement = try statements.rows(of: info).insert
+        try statement.bind(primaryKey, at: 1)
+        for (bit, column) in info.columns.enumerated() {
+            try statement.bind(value(bit, column), at: Int32(bit + 2))
+        }
+        try statement.run()
+    }
+
+    private func deleteRow(_ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue) throws {
+        let statement = try statements.rows(of: info).delete
+        try statement.bind(primaryKey, at: 1)
+        try statement.run()
+    }
+
+    /// `UPDATE` of some columns (at least one) of one row. Rarer than inserts and with varying columns, so
+    /// its statements are found by their SQL in the connection's cache.
+    private func updateRow(
+        _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, _ changes: [(column: String, value: DatabaseValue)]
+    ) throws(SQLiteError) {
+        let sql =
+            "UPDATE \(SchemaSQL.quote(info.entity.name)) SET "
+            + changes.map { "\(SchemaSQL.quote($0.column)) = ?" }.joined(separator: ", ")
+            + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
+        try connection.execute(sql, changes.map(\.value) + [primaryKey])
     }
 
     private func children(of key: RowKey, info: Catalog.EntityInfo) throws -> [RowKey] {
@@ -232,7 +352,58 @@ struct MergeWriter {
 
     /// The visible row's non-key columns, or nil when it is not in the table.
     func baseRow(_ info: Catalog.EntityInfo, _ key: DatabaseValue) throws -> [String: DatabaseValue]? {
-        guard let row = try connection.rows(info.sql.select, [key]).first else { return nil }
-        return info.columns.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: zip(info.columns, row))
+        let statement = try statements.rows(of: info).select
+        try statement.bind(key, at: 1)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        var row: [String: DatabaseValue] = Dictionary(minimumCapacity: info.columns.count)
+        for (index, column) in info.columns.enumerated() {
+            row[column] = statement.value(at: index)
+        }
+        return row
+    }
+}
+
+/// The rows one remote transaction merged, in the order it first changed them, with their new states.
+struct MergedRows {
+    struct Row {
+        let key: RowKey
+        let info: Catalog.EntityInfo
+        var state: RowState
+        /// No state existed before this transaction: the row has never been in the table.
+        let isNew: Bool
+        /// Some change to it can alter other rows' projection.
+        var structural: Bool
+    }
+
+    private(set) var rows: [Row] = []
+    private var positions: [RowKey: Int] = [:]
+
+    init(capacity: Int) {
+        rows.reserveCapacity(capacity)
+        positions.reserveCapacity(capacity)
+    }
+
+    /// Where `key` is in ``rows``, if this transaction has changed it.
+    func position(of key: RowKey) -> Int? { positions[key] }
+
+    /// Records a change of `key`'s state (at `position`, if it had changed before).
+    mutating func record(
+        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool
+    ) {
+        if let position {
+            rows[position].state = state
+            rows[position].structural = rows[position].structural || structural
+        } else {
+            positions[key] = rows.count
+            rows.append(Row(key: key, info: info, state: state, isNew: isNew, structural: structural))
+        }
+    }
+
+    /// Every merged state, by key.
+    func states() -> [RowKey: RowState] {
+        var states: [RowKey: RowState] = Dictionary(minimumCapacity: rows.count)
+        for row in rows { states[row.key] = row.state }
+        return states
     }
 }

@@ -7,32 +7,52 @@ extension Store {
     /// transaction. Returns its token, or nil when nothing visible changed.
     func applyRemote(_ transaction: LogTransaction, from origin: NodeID, state: inout WriterState) throws -> HistoryToken? {
         let connection = state.connection
-        let writer = MergeWriter(connection: connection, catalog: catalog)
+        let writer = MergeWriter(state: state, catalog: catalog)
         let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
         let clock = Clock(transaction.timestamp, origin)
-        var changed: [RowKey: Bool] = [:]
-        var known: [RowKey: RowState] = [:]
-        var new: Set<RowKey> = []
+        var merged = MergedRows(capacity: transaction.changes.count)
+        var entity: Catalog.EntityInfo?
         for change in transaction.changes {
-            guard catalog.byName[change.entity] != nil else {
+            // A transaction's changes usually share an entity: compare the name before hashing it.
+            if entity?.entity.name != change.entity { entity = catalog.byName[change.entity] }
+            guard let info = entity else {
                 throw StoreError(
                     .schema,
                     "transaction \(transaction.sequence) from node \(origin) changes entity '\(change.entity)', which this store's schema (version \(schema.version)) does not declare",
                     path: path)
             }
-            let key = RowKey(change.entity, change.primaryKey)
-            let previous = try known[key] ?? writer.loadState(key, nodes: state.nodes)
-            var next = previous ?? RowState()
-            guard next.merge(change, at: clock) else { continue }
-            try writer.saveState(next, for: key, previous: previous, nodes: &state.nodes)
-            known[key] = next
-            if previous == nil { new.insert(key) }
-            changed[key] = (changed[key] ?? false) || writer.isStructural(key, from: previous, to: next)
+            try merge(change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes)
         }
-        try writer.refresh(changed: changed, known: known, new: new, nodes: state.nodes)
+        try writer.refresh(merged, nodes: state.nodes)
         return try appendMarker(
             Marker(author: transaction.author, context: transaction.contextName, origin: origin.rawValue, timestamp: transaction.timestamp),
             ifLogGrewPast: before, state: &state)
+    }
+
+    /// Merges one change into its row's state (as this transaction left it, or as stored) and stores the
+    /// result if it changed.
+    private func merge(
+        _ change: LogChange, info: Catalog.EntityInfo, at clock: Clock, into merged: inout MergedRows, writer: MergeWriter,
+        nodes: inout NodeTable
+    ) throws {
+        let key = RowKey(change.entity, change.primaryKey)
+        let position = merged.position(of: key)
+        // A first insert almost always creates its row: store its state without looking for an old one
+        // first, and fall back to the lookup when there is one after all (its update arrived earlier).
+        if position == nil, change.kind == .insert, change.causalLength == 1 {
+            var next = RowState()
+            if next.merge(change, at: clock), try writer.saveStateIfNew(next, primaryKey: change.primaryKey, info: info, nodes: &nodes) {
+                merged.record(key, info: info, state: next, at: nil, isNew: true, structural: writer.isStructural(info, from: nil, to: next))
+                return
+            }
+        }
+        let previous = try position.map { merged.rows[$0].state } ?? writer.loadState(change.primaryKey, info: info, nodes: nodes)
+        var next = previous ?? RowState()
+        guard next.merge(change, at: clock) else { return }
+        try writer.saveState(next, primaryKey: change.primaryKey, info: info, previous: previous, nodes: &nodes)
+        merged.record(
+            key, info: info, state: next, at: position, isNew: previous == nil,
+            structural: writer.isStructural(info, from: previous, to: next))
     }
 
     /// Folds all local history, handing each transaction to `emit` (which persists it in the same SQLite

@@ -5,6 +5,16 @@ import LogsyncCore
 enum RowStateCoding {
     static func encode(_ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection) throws -> [UInt8] {
         var out: [UInt8] = []
+        try encode(state, info: info, nodes: &nodes, connection: connection, into: &out)
+        return out
+    }
+
+    /// Encodes `state` into `out`, replacing its contents (its capacity is kept, so one buffer serves
+    /// every row of a merge).
+    static func encode(
+        _ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection, into out: inout [UInt8]
+    ) throws {
+        out.removeAll(keepingCapacity: true)
         out.reserveCapacity(16 + state.columns.count * 24)
         if let deleted = state.deletedAt {
             out.append(1)
@@ -13,34 +23,74 @@ enum RowStateCoding {
         } else {
             out.append(0)
         }
-        let registers = state.columns.compactMap { name, register in info.bit(of: name).map { ($0, register) } }.sorted { $0.0 < $1.0 }
+        // Registers in bit order; a register for a column this store does not know is not stored. Their
+        // count comes first: a one-byte varint while there are fewer than 128 columns, patched afterwards.
+        // (A column name listed twice — never registered so — has the bit of its first place.)
+        guard info.columns.count < 0x80, info.bits.count == info.columns.count else {
+            try encodeRegistersSorted(state, info: info, nodes: &nodes, connection: connection, into: &out)
+            return
+        }
+        let countOffset = out.count
+        out.append(0)
+        var count: UInt8 = 0
+        for (bit, name) in info.columns.enumerated() {
+            guard let register = state.columns[name] else { continue }
+            try appendRegister(register, bit: bit, nodes: &nodes, connection: connection, to: &out)
+            count += 1
+        }
+        out[countOffset] = count
+    }
+
+    /// The registers of a state whose entity has too many columns for a one-byte count.
+    private static func encodeRegistersSorted(
+        _ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection, into out: inout [UInt8]
+    ) throws {
+        var registers: [(bit: Int, register: Register)] = []
+        for (name, register) in state.columns {
+            if let bit = info.bit(of: name) { registers.append((bit, register)) }
+        }
+        registers.sort { $0.bit < $1.bit }
         appendVarint(UInt64(registers.count), to: &out)
         for (bit, register) in registers {
-            appendVarint(UInt64(bit), to: &out)
-            appendFixed(register.clock.timestamp.rawValue, to: &out)
-            appendVarint(UInt64(try nodes.index(of: register.clock.node, connection: connection)), to: &out)
-            appendValue(register.value, to: &out)
+            try appendRegister(register, bit: bit, nodes: &nodes, connection: connection, to: &out)
         }
-        return out
+    }
+
+    private static func appendRegister(
+        _ register: Register, bit: Int, nodes: inout NodeTable, connection: Connection, to out: inout [UInt8]
+    ) throws {
+        appendVarint(UInt64(bit), to: &out)
+        appendFixed(register.clock.timestamp.rawValue, to: &out)
+        appendVarint(UInt64(try nodes.index(of: register.clock.node, connection: connection)), to: &out)
+        appendValue(register.value, to: &out)
     }
 
     static func decode(_ bytes: [UInt8], causalLength: UInt64, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState {
+        try bytes.withUnsafeBytes { try decode($0, causalLength: causalLength, info: info, nodes: nodes) }
+    }
+
+    /// Decodes a state from bytes that are only valid during the call (a column of a stepped statement).
+    static func decode(
+        _ bytes: UnsafeRawBufferPointer, causalLength: UInt64, info: Catalog.EntityInfo, nodes: NodeTable
+    ) throws -> RowState {
         var reader = ByteReader(bytes)
-        var state = RowState(causalLength: causalLength)
+        var deletedAt: Clock?
         if try reader.byte() == 1 {
             let timestamp = HLCTimestamp(rawValue: try reader.fixed())
-            state.deletedAt = Clock(timestamp, try nodes.node(at: Int64(try reader.varint())))
+            deletedAt = Clock(timestamp, try nodes.node(at: try reader.index()))
         }
         let count = try reader.varint()
+        // Bounded by what the bytes can hold (each register takes at least 11 bytes), not by a damaged count.
+        var columns: [String: Register] = Dictionary(minimumCapacity: Int(min(count, UInt64(bytes.count / 11))))
         for _ in 0..<count {
-            let bit = Int(try reader.varint())
+            let bit = Int(try reader.index())
             let timestamp = HLCTimestamp(rawValue: try reader.fixed())
-            let node = try nodes.node(at: Int64(try reader.varint()))
+            let node = try nodes.node(at: try reader.index())
             let value = try reader.value()
             guard bit < info.columns.count else { throw corrupt("column bit \(bit) out of range") }
-            state.columns[info.columns[bit]] = Register(value, Clock(timestamp, node))
+            columns[info.columns[bit]] = Register(value, Clock(timestamp, node))
         }
-        return state
+        return RowState(causalLength: causalLength, columns: columns, deletedAt: deletedAt)
     }
 
     static func corrupt(_ message: String) -> StoreError {
@@ -81,10 +131,10 @@ enum RowStateCoding {
     }
 
     struct ByteReader {
-        let bytes: [UInt8]
+        let bytes: UnsafeRawBufferPointer
         var offset = 0
 
-        init(_ bytes: [UInt8]) { self.bytes = bytes }
+        init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
         mutating func byte() throws -> UInt8 {
             guard offset < bytes.count else { throw corrupt("truncated") }
@@ -94,10 +144,9 @@ enum RowStateCoding {
 
         mutating func fixed() throws -> UInt64 {
             guard offset + 8 <= bytes.count else { throw corrupt("truncated") }
-            var value: UInt64 = 0
-            for i in 0..<8 { value |= UInt64(bytes[offset + i]) << (8 * UInt64(i)) }
+            let value = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
             offset += 8
-            return value
+            return UInt64(littleEndian: value)
         }
 
         mutating func varint() throws -> UInt64 {
@@ -112,10 +161,16 @@ enum RowStateCoding {
             }
         }
 
-        mutating func bytes(_ count: UInt64) throws -> ArraySlice<UInt8> {
+        /// A varint that must fit a (non-negative) Int64: a column bit or a node index.
+        mutating func index() throws -> Int64 {
+            guard let value = Int64(exactly: try varint()) else { throw corrupt("index out of range") }
+            return value
+        }
+
+        mutating func bytes(_ count: UInt64) throws -> UnsafeRawBufferPointer {
             guard count <= UInt64(bytes.count - offset) else { throw corrupt("truncated") }
             defer { offset += Int(count) }
-            return bytes[offset..<offset + Int(count)]
+            return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(count)])
         }
 
         mutating func value() throws -> DatabaseValue {
@@ -144,8 +199,16 @@ struct NodeTable {
         }
     }
 
+    /// The last node looked up: a state's registers usually share one writer, so most lookups hit it
+    /// without hashing the node id.
+    private var last: (node: NodeID, index: Int64)?
+
     mutating func index(of node: NodeID, connection: Connection) throws -> Int64 {
-        if let index = byNode[node] { return index }
+        if let last, last.node == node { return last.index }
+        if let index = byNode[node] {
+            last = (node, index)
+            return index
+        }
         try connection.execute("INSERT INTO _ls_node(node) VALUES (?)", [.text(node.rawValue)])
         let index = connection.lastInsertedRowID
         byIndex[index] = node

@@ -111,12 +111,7 @@ extension Store {
     public func exportToOutbox(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> Int {
         try durably {
             try syncTransaction { state, _ in
-                let outbox = OutboxWriter(
-                    connection: state.connection, schemaVersion: schema.version, account: account, node: node,
-                    maximumChanges: maximumChanges, limits: limits)
-                _ = try foldAll(&state, emit: outbox.append)
-                try outbox.flush()
-                return outbox.segments
+                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
             }
         }
     }
@@ -174,7 +169,9 @@ extension Store {
     /// changes (a larger transaction is a batch of its own): each batch — local history folded into the
     /// outbox first, then every transaction merged and recorded in history with its origin, then the
     /// node's cursor advanced to the batch's last sequence — is one SQLite transaction. Local writers get
-    /// the lock between batches. A segment interrupted between batches resumes where its cursor stopped,
+    /// the lock between batches; while they are busy, what they wrote is folded in a transaction of its own
+    /// before each batch, so that they wait for one or the other. A segment interrupted between batches
+    /// resumes where its cursor stopped,
     /// but only with the same bytes (the checksum recorded with its first batch); different bytes are
     /// ``ImportOutcome/divergent``. Re-deliveries and segments after a gap change nothing.
     public func importSegment(
@@ -185,7 +182,18 @@ extension Store {
         let origin = Value.text(header.node.rawValue)
         var applied = 0
         while true {
-            let step: ImportOutcome? = try syncTransaction { state, _ in
+            let localWriters = (try? shouldFoldBeforeBatch(header)) ?? false
+            if localWriters {
+                // Local writers are busy: a checkpoint running alongside the batch would make it, and so
+                // their wait, longer. Let the pages of the last batch be copied first, and copy this one's
+                // before the next (see `Checkpoints`).
+                waitForBackgroundCheckpoints()
+                // Folding their writes can be a good part of a batch's work while they keep coming: fold
+                // them in a transaction of their own first, so that a writer waiting for the lock waits
+                // for one of the two, not both. The batch folds whatever is written in between.
+                try foldIntoOutbox(account: account, maximumChanges: maximumChanges, limits: limits)
+            }
+            let step: ImportOutcome? = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
                 let connection = state.connection
                 let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [origin]) ?? 0)
                 if header.lastSequence <= cursor { return applied > 0 ? .applied(transactions: applied) : .alreadyApplied }
@@ -196,11 +204,7 @@ extension Store {
                         [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence))])
                     guard recorded == Int64(bitPattern: checksum) else { return .divergent }
                 }
-                let outbox = OutboxWriter(
-                    connection: connection, schemaVersion: schema.version, account: account, node: node,
-                    maximumChanges: maximumChanges, limits: limits)
-                _ = try foldAll(&state, emit: outbox.append)
-                try outbox.flush()
+                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
 
                 var changes = 0
                 var last: LogTransaction?
@@ -227,6 +231,37 @@ extension Store {
             // Let writers waiting for the lock — in this process or another — take their turn.
             usleep(1_000)
         }
+    }
+
+    /// Whether local history waits to be folded while the segment is one to apply, as far as a read outside
+    /// the write transaction can tell (the batch checks again): local writers are busy.
+    private func shouldFoldBeforeBatch(_ header: SegmentHeader) throws -> Bool {
+        try reading { connection in
+            let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(header.node.rawValue)]) ?? 0)
+            guard header.lastSequence > cursor, header.firstSequence <= cursor + 1 else { return false }
+            return try connection.int64(
+                "SELECT 1 FROM _ls_log WHERE seq > ifnull((SELECT value FROM _ls_meta WHERE key = 'export_token'), 0) LIMIT 1") != nil
+        }
+    }
+
+    /// Folds local history not yet exported into segments in the outbox, in a sync transaction of its own.
+    private func foldIntoOutbox(account: String, maximumChanges: Int, limits: SegmentLimits) throws {
+        _ = try syncTransaction { state, _ in
+            try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
+        }
+    }
+
+    /// Inside a sync transaction: folds local history not yet exported into segments in the outbox (at
+    /// most `maximumChanges` changes per segment, unless one transaction is larger). Returns how many
+    /// segments were added.
+    @discardableResult
+    private func foldIntoOutbox(_ state: inout WriterState, account: String, maximumChanges: Int, limits: SegmentLimits) throws -> Int {
+        let outbox = OutboxWriter(
+            connection: state.connection, schemaVersion: schema.version, account: account, node: node,
+            maximumChanges: maximumChanges, limits: limits)
+        _ = try foldAll(&state, emit: outbox.append)
+        try outbox.flush()
+        return outbox.segments
     }
 
     /// Records a divergent segment so it is reported, never applied. Recording the same one twice is a no-op.

@@ -1,0 +1,79 @@
+import LogsyncCore
+
+/// The statements the merge runs for every row, prepared once per writer connection and held by reference.
+///
+/// `Connection.cached` finds a statement by its SQL text, which hashes the whole string on every call;
+/// on the merge's hot path that hashing and the argument arrays cost about as much as SQLite's own work
+/// for a small row. Statements here are bound parameter by parameter instead.
+///
+/// A statement must be finished (stepped to the end, or reset) before it is used again; every caller
+/// in the merge does so before returning.
+final class MergeStatements {
+    /// The per-row statements of one entity (`RowSQL`), prepared.
+    struct Entity {
+        let select: Statement
+        let insert: Statement
+        let delete: Statement
+    }
+
+    private let connection: Connection
+    private var loadStateStatement: Statement?
+    private var saveStateStatement: Statement?
+    private var insertStateStatement: Statement?
+    private var insertReferenceStatement: Statement?
+    private var deleteReferenceStatement: Statement?
+    private var entities: [Int64: Entity] = [:]
+
+    /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
+    /// allocate a new buffer per row.
+    var encodeBuffer: [UInt8] = []
+
+    init(connection: Connection) {
+        self.connection = connection
+    }
+
+    /// `SELECT cl, state FROM _ls_row WHERE entity = ? AND pk = ?`
+    func loadState() throws -> Statement {
+        try prepared(&loadStateStatement, "SELECT cl, state FROM _ls_row WHERE entity = ? AND pk = ?")
+    }
+
+    /// `INSERT OR REPLACE INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?)`
+    func saveState() throws -> Statement {
+        try prepared(&saveStateStatement, "INSERT OR REPLACE INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?)")
+    }
+
+    /// `INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
+    func insertState() throws -> Statement {
+        try prepared(
+            &insertStateStatement, "INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) ON CONFLICT(entity, pk) DO NOTHING")
+    }
+
+    /// `INSERT OR IGNORE INTO _ls_ref(target_entity, target, entity, pk) VALUES (?, ?, ?, ?)`
+    func insertReference() throws -> Statement {
+        try prepared(
+            &insertReferenceStatement, "INSERT OR IGNORE INTO _ls_ref(target_entity, target, entity, pk) VALUES (?, ?, ?, ?)")
+    }
+
+    /// `DELETE FROM _ls_ref WHERE target_entity = ? AND target = ? AND entity = ? AND pk = ?`
+    func deleteReference() throws -> Statement {
+        try prepared(
+            &deleteReferenceStatement, "DELETE FROM _ls_ref WHERE target_entity = ? AND target = ? AND entity = ? AND pk = ?")
+    }
+
+    /// The select, insert and delete of one entity's rows, by primary key.
+    func rows(of info: Catalog.EntityInfo) throws -> Entity {
+        if let statements = entities[info.id] { return statements }
+        let statements = Entity(
+            select: try connection.prepare(info.sql.select), insert: try connection.prepare(info.sql.insert),
+            delete: try connection.prepare(info.sql.delete))
+        entities[info.id] = statements
+        return statements
+    }
+
+    private func prepared(_ slot: inout Statement?, _ sql: String) throws -> Statement {
+        if let statement = slot { return statement }
+        let statement = try connection.prepare(sql)
+        slot = statement
+        return statement
+    }
+}
