@@ -8,6 +8,7 @@
 //   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno
 //   LogsyncCore       pure: values, schema, hybrid logical clock, history types, merge rules, segment codec
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
+//   LogsyncContexts   the app-facing API: container, contexts, Codable records, fetch, merge, observation
 //   LogsyncTransport  moving segments between nodes: the Transport protocol, the shared directory
 //   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
 //   CSystemd          the one place that crosses into libsystemd (sd_notify, the journal)
@@ -23,6 +24,7 @@ let package = Package(
         .library(name: "LogsyncCore", targets: ["LogsyncCore"]),
         .library(name: "LogsyncStore", targets: ["LogsyncStore"]),
         .library(name: "LogsyncSync", targets: ["LogsyncSync"]),
+        .library(name: "LogsyncContexts", targets: ["LogsyncContexts"]),
         .executable(name: "syncd", targets: ["syncd"]),
         .executable(name: "syncctl", targets: ["syncctl"]),
         .executable(name: "logsync", targets: ["logsync"]),
@@ -43,6 +45,7 @@ let package = Package(
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
         .target(name: "LogsyncPlatform"),
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
@@ -80,6 +83,7 @@ let package = Package(
         .target(name: "LogsyncTestKit", dependencies: ["LogsyncCore", "LogsyncStore"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncDaemonTests", dependencies: ["LogsyncDaemon", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
     ],
