@@ -29,6 +29,7 @@ let package = Package(
         .executable(name: "syncctl", targets: ["syncctl"]),
         .executable(name: "logsync", targets: ["logsync"]),
         .executable(name: "logsync-bench", targets: ["logsync-bench"]),
+        .executable(name: "notes", targets: ["notes"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -69,6 +70,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The example app of the contexts API.
+        .executableTarget(
+            name: "notes",
+            dependencies: ["LogsyncContexts", "LogsyncDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "logsync-bench",
             dependencies: [

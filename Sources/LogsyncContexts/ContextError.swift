@@ -18,6 +18,8 @@ public struct ContextError: Error, Sendable, CustomStringConvertible {
         /// Saving needs an object the context does not know (update or delete of a record never fetched
         /// or inserted, or already deleted).
         public static let objectNotFound = Code(name: "objectNotFound")
+        /// An insert names an object the context already has.
+        public static let duplicateObject = Code(name: "duplicateObject")
         /// The store refused the save (unique key, delete rule `deny`, busy); nothing was written and the
         /// context's changes are kept. See ``ContextError/cause``.
         public static let saveFailed = Code(name: "saveFailed")

@@ -126,6 +126,15 @@ public final class Store: Sendable {
         try perform(marker: .init(author: author, context: context, origin: nil, timestamp: nil), body).result
     }
 
+    /// Like ``write(author:context:_:)``, and also returns the token of the history transaction the write
+    /// became: nil when it changed nothing in synced tables. Contexts use it to recognise their own saves
+    /// when history comes back to them.
+    public func recordedWrite<T>(
+        author: String? = nil, context: String? = nil, _ body: (WriteTransaction) throws -> T
+    ) throws -> (result: T, token: HistoryToken?) {
+        try perform(marker: .init(author: author, context: context, origin: nil, timestamp: nil), body)
+    }
+
     /// What a commit marker records about the transaction it closes.
     struct Marker {
         var author: String? = nil
@@ -399,7 +408,7 @@ public final class Store: Sendable {
         return true
     }
 
-    private static func openConnection(_ path: String, options: StoreOptions) throws -> Connection {
+    static func openConnection(_ path: String, options: StoreOptions) throws -> Connection {
         let connection = try Connection(path: path)
         try connection.setBusyTimeout(milliseconds: options.busyTimeoutMilliseconds)
         guard case .text(let mode)? = try connection.scalar("PRAGMA journal_mode = WAL"), mode.lowercased() == "wal" else {

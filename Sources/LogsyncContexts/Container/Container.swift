@@ -1,0 +1,152 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import Synchronization
+
+/// The app's entry point: opens a store for a schema, gives out contexts, and merges whatever commits to
+/// the store into them as it lands — `NSPersistentContainer` for logsync.
+///
+/// ```swift
+/// let container = try Container(path: "\(home)/.local/state/logsync/store.sqlite", schema: .notes)
+/// let context = container.viewContext
+/// try context.insert(Note(title: "Groceries"))
+/// try context.save(author: "alice")
+/// for await change in container.changes() { print(change.token, change.origin) }
+/// ```
+///
+/// The container watches the store (inotify, confirmed by SQLite's `data_version`), so it sees commits
+/// by `syncd`'s imports, other processes and other containers alike, usually within a millisecond. For
+/// each new history transaction it merges the contexts that merge automatically, then reports the
+/// transaction on ``changes()``.
+public final class Container: Sendable {
+    public let store: Store
+    /// The context for the app's main reads and edits. It merges automatically.
+    public let viewContext: Context
+    let model: Model
+    private let state: Mutex<State>
+
+    private struct State {
+        var contexts: [WeakContext] = []
+        var subscribers: [UUID: AsyncStream<StoreChange>.Continuation] = [:]
+        var monitor: Task<Void, Never>?
+        var closed = false
+    }
+
+    private struct WeakContext {
+        weak var context: Context?
+    }
+
+    /// Opens (creating if needed) the store at `path` for `schema`, and starts watching it.
+    public convenience init(path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws {
+        let store: Store
+        do {
+            store = try Store(path: path, schema: schema, options: options)
+        } catch {
+            throw ContextError(.openFailed, "could not open the store at \(path)", cause: error)
+        }
+        try self.init(store: store)
+    }
+
+    /// A container over an open store, watching it.
+    public init(store: Store) throws {
+        self.store = store
+        model = try Model(schema: store.schema)
+        let token: HistoryToken
+        do {
+            token = try store.currentToken()
+        } catch {
+            throw ContextError(.openFailed, "could not read the history of \(store.path)", cause: error)
+        }
+        viewContext = Context(name: "view", store: store, model: model, mergedToken: token, automaticallyMergesChanges: true)
+        state = Mutex(State(contexts: [WeakContext(context: viewContext)]))
+        startMonitor(after: token)
+    }
+
+    deinit {
+        close()
+    }
+
+    /// A new context, named in history by `name`. It does not merge automatically unless told to.
+    public func newBackgroundContext(name: String = "background") -> Context {
+        let context = Context(
+            name: name, store: store, model: model, mergedToken: (try? store.currentToken()) ?? .zero,
+            automaticallyMergesChanges: false)
+        state.withLock { state in
+            state.contexts.removeAll { $0.context == nil }
+            state.contexts.append(WeakContext(context: context))
+        }
+        return context
+    }
+
+    /// Every history transaction committed from now on, in order, after the contexts that merge
+    /// automatically have merged it. The stream ends when the container closes.
+    public func changes() -> AsyncStream<StoreChange> {
+        let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let id = UUID()
+        let accepted = state.withLock { state in
+            guard !state.closed else { return false }
+            state.subscribers[id] = continuation
+            return true
+        }
+        guard accepted else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Stops watching the store and ends every stream; contexts refuse further work. The store closes
+    /// when the last reference to it goes.
+    public func close() {
+        let (monitor, subscribers, contexts) = state.withLock { state in
+            guard !state.closed else { return (nil as Task<Void, Never>?, [AsyncStream<StoreChange>.Continuation](), [Context]()) }
+            state.closed = true
+            defer {
+                state.subscribers = [:]
+                state.contexts = []
+                state.monitor = nil
+            }
+            return (state.monitor, Array(state.subscribers.values), state.contexts.compactMap(\.context))
+        }
+        monitor?.cancel()
+        for continuation in subscribers { continuation.finish() }
+        for context in contexts { context.close() }
+    }
+
+    // MARK: - Watching the store
+
+    private func startMonitor(after token: HistoryToken) {
+        let commits = store.commits()
+        let monitor = Task.detached { [weak self] in
+            var delivered = token
+            for await _ in commits {
+                guard let self else { return }
+                delivered = self.deliver(after: delivered)
+            }
+        }
+        state.withLock { $0.monitor = monitor }
+    }
+
+    /// Merges the contexts, then reports the history after `token`; returns the last token reported.
+    private func deliver(after token: HistoryToken) -> HistoryToken {
+        let contexts = state.withLock { state in
+            state.contexts.removeAll { $0.context == nil }
+            return state.contexts.compactMap(\.context)
+        }
+        for context in contexts { context.mergeAutomatically() }
+        var delivered = token
+        while true {
+            guard let transactions = try? store.history(after: delivered, limit: 200), let last = transactions.last else { break }
+            let subscribers = state.withLock { Array($0.subscribers.values) }
+            for transaction in transactions {
+                let change = StoreChange(transaction)
+                for continuation in subscribers { continuation.yield(change) }
+            }
+            delivered = last.token
+        }
+        return delivered
+    }
+}

@@ -1,0 +1,189 @@
+import LogsyncCore
+
+/// A column of an entity, to build filters and sort descriptors from:
+/// `Column("title") == "Groceries"`, `Column("pinned") == true && Column("body").contains("milk")`.
+public struct Column: Sendable, Hashable, ExpressibleByStringLiteral {
+    public var name: String
+
+    public init(_ name: String) { self.name = name }
+    public init(stringLiteral name: String) { self.name = name }
+
+    /// The column holds NULL.
+    public var isNull: Filter { .isNull(self) }
+
+    /// The column's text contains `text`: byte for byte, or with ASCII letters folded when
+    /// `caseInsensitive` (as SQLite's `lower()` does).
+    public func contains(_ text: String, caseInsensitive: Bool = false) -> Filter {
+        .contains(self, text, caseInsensitive: caseInsensitive)
+    }
+
+    /// The column's value is one of `values`.
+    public func isIn(_ values: [any QueryValue]) -> Filter { .isIn(self, values) }
+
+    public static func == (column: Column, value: any QueryValue) -> Filter { .compare(column, .equal, value) }
+    public static func != (column: Column, value: any QueryValue) -> Filter { .compare(column, .notEqual, value) }
+    public static func < (column: Column, value: any QueryValue) -> Filter { .compare(column, .less, value) }
+    public static func <= (column: Column, value: any QueryValue) -> Filter { .compare(column, .lessOrEqual, value) }
+    public static func > (column: Column, value: any QueryValue) -> Filter { .compare(column, .greater, value) }
+    public static func >= (column: Column, value: any QueryValue) -> Filter { .compare(column, .greaterOrEqual, value) }
+}
+
+/// Which rows a fetch returns. Built from ``Column``s and combined with `&&`, `||` and `!`.
+///
+/// A filter runs twice in the same terms: as SQL against the store, and in memory against the
+/// context's unsaved objects, so a fetch sees inserts and edits that are not saved yet. Comparisons
+/// follow SQLite's: NULL matches nothing but ``Column/isNull``, numbers compare by value whether stored
+/// as integers or reals, text compares byte by byte.
+public indirect enum Filter: Sendable {
+    public enum Comparison: String, Sendable {
+        case equal = "="
+        case notEqual = "<>"
+        case less = "<"
+        case lessOrEqual = "<="
+        case greater = ">"
+        case greaterOrEqual = ">="
+    }
+
+    /// Every row.
+    case all
+    case compare(Column, Comparison, any QueryValue)
+    case isNull(Column)
+    case contains(Column, String, caseInsensitive: Bool)
+    case isIn(Column, [any QueryValue])
+    case and(Filter, Filter)
+    case or(Filter, Filter)
+    case not(Filter)
+
+    public static func && (lhs: Filter, rhs: Filter) -> Filter { .and(lhs, rhs) }
+    public static func || (lhs: Filter, rhs: Filter) -> Filter { .or(lhs, rhs) }
+    public static prefix func ! (filter: Filter) -> Filter { .not(filter) }
+}
+
+/// A filter checked against one entity: every column exists and every value is in the column's type.
+struct ResolvedFilter: Sendable {
+    indirect enum Node: Sendable {
+        case all
+        case compare(String, Filter.Comparison, DatabaseValue)
+        case isNull(String)
+        case contains(String, String, caseInsensitive: Bool)
+        case isIn(String, [DatabaseValue])
+        case and(Node, Node)
+        case or(Node, Node)
+        case not(Node)
+    }
+
+    let root: Node
+
+    init(_ filter: Filter, entity: EntityColumns) throws(ContextError) {
+        root = try Self.resolve(filter, entity)
+    }
+
+    private static func resolve(_ filter: Filter, _ entity: EntityColumns) throws(ContextError) -> Node {
+        switch filter {
+        case .all: return .all
+        case .compare(let column, let comparison, let value):
+            let type = try entity.type(of: column.name)
+            return .compare(column.name, comparison, value.databaseValue(for: type))
+        case .isNull(let column):
+            _ = try entity.type(of: column.name)
+            return .isNull(column.name)
+        case .contains(let column, let text, let caseInsensitive):
+            _ = try entity.type(of: column.name)
+            return .contains(column.name, text, caseInsensitive: caseInsensitive)
+        case .isIn(let column, let values):
+            let type = try entity.type(of: column.name)
+            return .isIn(column.name, values.map { $0.databaseValue(for: type) })
+        case .and(let lhs, let rhs): return .and(try resolve(lhs, entity), try resolve(rhs, entity))
+        case .or(let lhs, let rhs): return .or(try resolve(lhs, entity), try resolve(rhs, entity))
+        case .not(let inner): return .not(try resolve(inner, entity))
+        }
+    }
+
+    /// The filter as an SQL expression and its arguments.
+    var sql: (expression: String, arguments: [DatabaseValue]) {
+        var arguments: [DatabaseValue] = []
+        let expression = Self.sql(root, &arguments)
+        return (expression, arguments)
+    }
+
+    private static func sql(_ node: Node, _ arguments: inout [DatabaseValue]) -> String {
+        switch node {
+        case .all:
+            return "1"
+        case .compare(let column, let comparison, let value):
+            arguments.append(value)
+            return "\(quote(column)) \(comparison.rawValue) ?"
+        case .isNull(let column):
+            return "\(quote(column)) IS NULL"
+        case .contains(let column, let text, let caseInsensitive):
+            arguments.append(.text(text))
+            return caseInsensitive ? "instr(lower(\(quote(column))), lower(?)) > 0" : "instr(\(quote(column)), ?) > 0"
+        case .isIn(let column, let values):
+            guard !values.isEmpty else { return "0" }
+            arguments.append(contentsOf: values)
+            return "\(quote(column)) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
+        case .and(let lhs, let rhs):
+            return "(\(sql(lhs, &arguments)) AND \(sql(rhs, &arguments)))"
+        case .or(let lhs, let rhs):
+            return "(\(sql(lhs, &arguments)) OR \(sql(rhs, &arguments)))"
+        case .not(let inner):
+            return "NOT (\(sql(inner, &arguments)))"
+        }
+    }
+
+    /// Whether `row` matches, with SQLite's three-valued logic collapsed as a WHERE clause does
+    /// (unknown does not match).
+    func matches(_ row: Row) -> Bool {
+        Self.evaluate(root, row) == true
+    }
+
+    /// True, false, or nil for SQL's unknown (a comparison with NULL).
+    private static func evaluate(_ node: Node, _ row: Row) -> Bool? {
+        switch node {
+        case .all:
+            return true
+        case .compare(let column, let comparison, let value):
+            let stored = row[column] ?? .null
+            if stored.isNull || value.isNull { return nil }
+            let order = SQLiteOrdering.compare(stored, value)
+            switch comparison {
+            case .equal: return order == 0
+            case .notEqual: return order != 0
+            case .less: return order < 0
+            case .lessOrEqual: return order <= 0
+            case .greater: return order > 0
+            case .greaterOrEqual: return order >= 0
+            }
+        case .isNull(let column):
+            return (row[column] ?? .null).isNull
+        case .contains(let column, let text, let caseInsensitive):
+            guard let stored = SQLiteOrdering.text(of: row[column] ?? .null) else { return nil }
+            var haystack = Array(stored.utf8)
+            var needle = Array(text.utf8)
+            if caseInsensitive {
+                haystack = haystack.map(SQLiteOrdering.asciiLowercased)
+                needle = needle.map(SQLiteOrdering.asciiLowercased)
+            }
+            return needle.isEmpty || haystack.firstRange(of: needle) != nil
+        case .isIn(let column, let values):
+            let stored = row[column] ?? .null
+            if stored.isNull { return nil }
+            return values.contains { !$0.isNull && SQLiteOrdering.compare(stored, $0) == 0 }
+        case .and(let lhs, let rhs):
+            let left = evaluate(lhs, row), right = evaluate(rhs, row)
+            if left == false || right == false { return false }
+            return left == true && right == true ? true : nil
+        case .or(let lhs, let rhs):
+            let left = evaluate(lhs, row), right = evaluate(rhs, row)
+            if left == true || right == true { return true }
+            return left == false && right == false ? false : nil
+        case .not(let inner):
+            return evaluate(inner, row).map { !$0 }
+        }
+    }
+}
+
+/// Quotes an identifier for SQL (names are validated by the schema; quoting keeps keywords safe).
+func quote(_ name: String) -> String {
+    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}

@@ -1,0 +1,53 @@
+import Foundation
+import LogsyncCore
+
+/// A Swift value that a filter compares a column with. It is stored as the column's declared type
+/// says, exactly as a record's property would be: a `UUID` is lowercase text in a `uuid` column and 16
+/// bytes in a `uuidBlob` one, a `Date` is seconds since 1970, a `Bool` is 0 or 1.
+public protocol QueryValue: Sendable {
+    func databaseValue(for type: AttributeType) -> DatabaseValue
+}
+
+extension DatabaseValue: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { self }
+}
+
+extension String: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { .text(self) }
+}
+
+extension Int: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue {
+        type == .real || type == .date ? .real(Double(self)) : .integer(Int64(self))
+    }
+}
+
+extension Int64: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue {
+        type == .real || type == .date ? .real(Double(self)) : .integer(self)
+    }
+}
+
+extension Double: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { .real(self) }
+}
+
+extension Bool: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { .integer(self ? 1 : 0) }
+}
+
+extension Date: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { .real(timeIntervalSince1970) }
+}
+
+extension UUID: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { RowCoder.keyValue(self, type: type) }
+}
+
+extension Reference: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { RowCoder.keyValue(id, type: type) }
+}
+
+extension Data: QueryValue {
+    public func databaseValue(for type: AttributeType) -> DatabaseValue { .blob([UInt8](self)) }
+}

@@ -1,0 +1,232 @@
+import ArgumentParser
+import Foundation
+import LogsyncContexts
+import LogsyncDaemon
+
+/// `notes`: a small notes app on a logsync store, the example of the contexts API.
+///
+/// It opens the store `syncd` syncs (found through syncd's configuration, or given with `--store`), so
+/// notes written here reach the other nodes, and `notes watch` shows theirs as they land.
+@main
+struct Notes: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notes",
+        abstract: "Notes that sync: add, list, edit and delete them, and watch other nodes' changes land.",
+        subcommands: [Add.self, List.self, Edit.self, Delete.self, Watch.self]
+    )
+}
+
+/// Where the store is: `--store`, else the store of syncd's configuration (`--config`, else syncd's
+/// default files, else its embedded defaults).
+struct StoreLocation: ParsableArguments {
+    @Option(name: .long, help: "Path of the store file (default: the store of syncd's configuration).")
+    var store: String?
+
+    @Option(name: .long, help: "syncd's configuration file, to find the store it syncs.")
+    var config: String?
+
+    @Option(name: .long, help: "Author recorded in history with each save (default: the user name).")
+    var author: String = ProcessInfo.processInfo.environment["USER"] ?? "notes"
+
+    func openContainer() throws -> Container {
+        let path: String
+        if let store {
+            path = store
+        } else {
+            do {
+                path = try DaemonConfiguration.load(file: config).storePath
+            } catch {
+                throw NotesFailure("\(error)")
+            }
+        }
+        do {
+            try FileManager.default.createDirectory(
+                atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
+            return try Container(path: path, schema: .notes)
+        } catch {
+            throw NotesFailure("\(error)")
+        }
+    }
+}
+
+/// A failure explained on one line, with exit code 1.
+struct NotesFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension Note {
+    /// One line: id (its first 8 characters unless `fullID`), pin, title, and the folder's name.
+    func line(folder: Folder?, fullID: Bool = false) -> String {
+        let id = self.id.uuidString.lowercased()
+        var text = "\(fullID ? id : String(id.prefix(8))) \(pinned ? "*" : " ") \(title ?? "(untitled)")"
+        if let folder { text += "  [\(folder.name)]" }
+        return text
+    }
+}
+
+extension Context {
+    /// The note whose id starts with `prefix`; fails unless exactly one does.
+    func note(matching prefix: String) throws -> Note {
+        let lowered = prefix.lowercased()
+        let matches = try fetch(Note.self).filter { $0.id.uuidString.lowercased().hasPrefix(lowered) }
+        guard matches.count == 1 else {
+            throw NotesFailure(matches.isEmpty ? "no note has an id starting with '\(prefix)'" : "'\(prefix)' matches \(matches.count) notes; give more of the id")
+        }
+        return matches[0]
+    }
+
+    /// The folder named `name`, inserted if there is none.
+    func folder(named name: String) throws -> Folder {
+        if let folder = try fetch(FetchRequest<Folder>(where: Column("name") == name, limit: 1)).first { return folder }
+        let folder = Folder(name: name)
+        try insert(folder)
+        return folder
+    }
+}
+
+struct Add: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Add a note and print its id.")
+
+    @OptionGroup var location: StoreLocation
+    @Argument(help: "The note's title.") var title: String
+    @Option(name: .long, help: "The note's body.") var body: String?
+    @Option(name: .long, help: "File it in this folder (created if needed).") var folder: String?
+    @Flag(name: .long, help: "Pin the note.") var pinned = false
+
+    func run() throws {
+        let container = try location.openContainer()
+        defer { container.close() }
+        let context = container.viewContext
+        var note = Note(title: title, body: body, pinned: pinned)
+        if let folder { note.folder = Reference(try context.folder(named: folder)) }
+        try context.insert(note)
+        let token = try context.save(author: location.author)
+        print("\(note.id.uuidString.lowercased()) saved at token \(token.map(String.init(describing:)) ?? "-")")
+    }
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List notes, pinned first, then by title.")
+
+    @OptionGroup var location: StoreLocation
+    @Option(name: .long, help: "Only notes whose title or body contains this text (ASCII case ignored).") var search: String?
+
+    func run() throws {
+        let container = try location.openContainer()
+        defer { container.close() }
+        let context = container.viewContext
+        var filter = Filter.all
+        if let search {
+            filter = Column("title").contains(search, caseInsensitive: true) || Column("body").contains(search, caseInsensitive: true)
+        }
+        let notes = try context.fetch(FetchRequest<Note>(where: filter, orderedBy: [.descending("pinned"), .ascending("title")]))
+        let folders = Dictionary(try context.fetch(Folder.self).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for note in notes { print(note.line(folder: note.folder.flatMap { folders[$0.id] })) }
+        if notes.isEmpty { print("no notes") }
+    }
+}
+
+struct Edit: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Change a note's title, body or pin.")
+
+    @OptionGroup var location: StoreLocation
+    @Argument(help: "The note's id, or enough of its start to tell it apart.") var id: String
+    @Option(name: .long, help: "New title.") var title: String?
+    @Option(name: .long, help: "New body.") var body: String?
+    @Flag(inversion: .prefixedNo, help: "Pin or unpin the note.") var pin: Bool?
+
+    func run() throws {
+        let container = try location.openContainer()
+        defer { container.close() }
+        let context = container.viewContext
+        var note = try context.note(matching: id)
+        if let title { note.title = title }
+        if let body { note.body = body }
+        if let pin { note.pinned = pin }
+        try context.update(note)
+        let token = try context.save(author: location.author)
+        print(token.map { "saved at token \($0)" } ?? "nothing changed")
+    }
+}
+
+struct Delete: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete a note.")
+
+    @OptionGroup var location: StoreLocation
+    @Argument(help: "The note's id, or enough of its start to tell it apart.") var id: String
+
+    func run() throws {
+        let container = try location.openContainer()
+        defer { container.close() }
+        let context = container.viewContext
+        let note = try context.note(matching: id)
+        try context.delete(note)
+        let token = try context.save(author: location.author)
+        print("deleted \(note.id.uuidString.lowercased()) at token \(token.map(String.init(describing:)) ?? "-")")
+    }
+}
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the notes, then print each change as it merges into the view context, until interrupted.")
+
+    @OptionGroup var location: StoreLocation
+    @Option(name: .long, help: "Stop after this many seconds (default: run until interrupted).") var seconds: Double?
+    @Flag(name: .long, help: "Start each line with the wall-clock time in nanoseconds, as @NS.") var timestamps = false
+
+    func run() async throws {
+        let container = try location.openContainer()
+        defer { container.close() }
+        let context = container.viewContext
+        let results = context.observe(FetchRequest<Note>(orderedBy: [.ascending("title")]))
+        let events = context.events()
+        if let seconds {
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                container.close()
+            }
+        }
+        let print: @Sendable (String) -> Void = { [timestamps] line in
+            printFlushed(timestamps ? "@\(realtimeNanoseconds()) \(line)" : line)
+        }
+        // Each merge is announced with where it came from; the observed fetch then shows what changed.
+        let origins = Task {
+            for await event in events where event.cause == .merge {
+                let from = event.origins.map(\.description).sorted().joined(separator: ", ")
+                print("merged token \(event.token.map(String.init(describing:)) ?? "-") from \(from)")
+                for conflict in event.conflicts { print("! conflict \(conflict)") }
+            }
+        }
+        var first = true
+        var previous: [Note] = []
+        for await update in results {
+            defer { previous = update.records }
+            if first {
+                print("\(update.records.count) note(s)")
+                for note in update.records { print("  \(note.line(folder: nil, fullID: true))") }
+                first = false
+                continue
+            }
+            for index in update.diff.inserted { print("+ \(update.records[index].line(folder: nil, fullID: true))") }
+            for index in update.diff.updated { print("~ \(update.records[index].line(folder: nil, fullID: true))") }
+            for move in update.diff.moved where !update.diff.updated.contains(move.to) {
+                print("~ \(update.records[move.to].line(folder: nil, fullID: true))")
+            }
+            for index in update.diff.removed { print("- \(previous[index].line(folder: nil, fullID: true))") }
+        }
+        origins.cancel()
+    }
+}
+
+/// Prints a line and pushes it out at once, for pipes.
+func printFlushed(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Wall-clock nanoseconds, for `watch --timestamps`: tests compare them across processes.
+func realtimeNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}

@@ -1,0 +1,69 @@
+import Foundation
+import LogsyncContexts
+import LogsyncTestKit
+import Synchronization
+
+/// The records of `Schema.notes`, as an app declares them.
+struct Folder: Record {
+    var id = UUID()
+    var name = ""
+}
+
+struct Note: Record {
+    var id = UUID()
+    var title: String?
+    var body: String?
+    var pinned = false
+    var folder: Reference<Folder>?
+}
+
+/// Everything a stream delivers, collected in the background, to await with a deadline.
+final class Collected<Element: Sendable>: Sendable {
+    private let items = Mutex<[Element]>([])
+
+    init(_ stream: AsyncStream<Element>) {
+        Task { [weak self] in
+            for await element in stream { self?.items.withLock { $0.append(element) } }
+        }
+    }
+
+    var all: [Element] { items.withLock { $0 } }
+
+    /// The first element delivered so far or within `timeout` that passes `condition`.
+    func first(within timeout: Duration = .seconds(5), where condition: (Element) -> Bool = { _ in true }) async throws -> Element {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let element = all.first(where: condition) { return element }
+            guard ContinuousClock.now < deadline else { throw StreamTimeout(delivered: all.count) }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+}
+
+struct StreamTimeout: Error, CustomStringConvertible {
+    let delivered: Int
+    var description: String { "no matching element within the deadline (\(delivered) delivered)" }
+}
+
+/// A type the schema does not declare.
+struct Unknown: Record { var id = UUID() }
+
+/// A notes store in a temporary directory of its own, with a container open on it.
+final class NotesStore: Sendable {
+    let directory: TemporaryDirectory
+    let path: String
+    let container: Container
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        path = directory.file("store.sqlite")
+        container = try Container(path: path, schema: .notes)
+    }
+
+    deinit { container.close() }
+
+    /// A second container on the same file, with connections of its own as another process would have.
+    func another() throws -> Container {
+        try Container(path: path, schema: .notes)
+    }
+}
