@@ -607,12 +607,10 @@ public final class Context: Sendable {
 
     /// Called by the container when it closes: later operations fail with ``ContextError/Code/closed``.
     func close() {
-        let snapshot = state.withLock { state in
+        state.withLock { state in
             state.closed = true
-            defer { state.snapshot = nil }
-            return state.snapshot
+            state.snapshot = nil
         }
-        _ = snapshot
         let (events, observers) = listeners.withLock { listeners in
             defer { listeners = Listeners() }
             return (Array(listeners.events.values), Array(listeners.observers.values))

@@ -72,10 +72,9 @@ struct ObjectTracking {
             let conflict = MergeConflict(
                 objectID: id, kind: .updatedWhileDeleted, resolution: policy.objectWinner == .mine ? .keptMine : .tookStore,
                 mine: [:], store: storeRow)
-            if policy.objectWinner == .store {
-                deleted.remove(id)
-                seen[id] = storeRow
-            }
+            if policy.objectWinner == .store { deleted.remove(id) }
+            // Weighed now: only a newer store change is a conflict again.
+            seen[id] = storeRow
             return conflict
         }
         if let row = inserted[id] {

@@ -9,7 +9,7 @@ struct Folder: Record {
     var name = ""
 }
 
-struct Note: Record {
+struct Note: Record, Equatable {
     var id = UUID()
     var title: String?
     var body: String?
