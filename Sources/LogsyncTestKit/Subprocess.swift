@@ -21,6 +21,8 @@ public final class Subprocess: @unchecked Sendable {
     private var stdoutText = ""
     private var stderrText = ""
     private let stdinPipe = Pipe()
+    /// How many of stdout and stderr have reached end of file: all output has been read once both have.
+    private var endedStreams = 0
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -33,12 +35,14 @@ public final class Subprocess: @unchecked Sendable {
         process.standardInput = stdinPipe
         out.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
+            guard let self else { return }
+            if data.isEmpty { return self.ended(handle) }
             self.lock.withLock { self.stdoutText += String(decoding: data, as: UTF8.self) }
         }
         err.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
-            guard let self, !data.isEmpty else { return }
+            guard let self else { return }
+            if data.isEmpty { return self.ended(handle) }
             self.lock.withLock { self.stderrText += String(decoding: data, as: UTF8.self) }
         }
         try process.run()
@@ -52,6 +56,11 @@ public final class Subprocess: @unchecked Sendable {
         try child.closeInput()
         let status = try await child.waitForExit(timeout: timeout)
         return (status, child.stdout, child.stderr)
+    }
+
+    private func ended(_ handle: FileHandle) {
+        handle.readabilityHandler = nil
+        lock.withLock { endedStreams += 1 }
     }
 
     public var stdout: String { lock.withLock { stdoutText } }
@@ -91,8 +100,12 @@ public final class Subprocess: @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(5))
         }
-        // Let the pipes drain the last output.
-        try await Task.sleep(for: .milliseconds(20))
+        // Read the last output: both pipes reach end of file once the child and any grandchildren holding
+        // them are gone (bounded, in case a grandchild keeps them open).
+        let drained = ContinuousClock.now + .seconds(2)
+        while lock.withLock({ endedStreams < 2 }) && ContinuousClock.now < drained {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         return process.terminationStatus
     }
 

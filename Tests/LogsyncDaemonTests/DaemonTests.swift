@@ -30,7 +30,7 @@ struct DaemonTests {
         let cluster = try cluster("three")
         let nodes = try ["a", "b", "c"].map { try cluster.addNode($0) }
         for node in nodes { try await node.start() }
-        defer { for node in nodes { _ = try? node.process?.process.terminate() } }
+        defer { for node in nodes { node.process?.process.terminate() } }
         for (index, node) in nodes.enumerated() {
             try node.openStore().write(author: node.name) { tx in
                 for i in 0..<5 { try tx.insert("Note", note("\(node.name)\(i)")) }
