@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Two syncd nodes on one machine sharing a folder: write on one, see it on the other. Used for the
-# README's tour. Needs `swift build` first. Everything lives in a temporary folder, removed at the end.
+# Two syncd nodes on one machine sharing a folder: write on one, see it on the other — first with the
+# `logsync` tool and SQL, then with the `notes` app, which finds each node's store through its syncd.toml.
+# Used for the README's tour. Needs `swift build` first. Everything lives in a temporary folder, removed
+# at the end.
 set -euo pipefail
 bin="$(cd "$(dirname "$0")/.." && pwd)/.build/debug"
 tour=$(mktemp -d /tmp/logsync-tour-XXXXXX)
@@ -20,7 +22,19 @@ done
 for n in 1 2; do
     until "$bin/syncctl" status --config "$tour/node$n/syncd.toml" >/dev/null 2>&1; do sleep 0.05; done
 done
-run() { echo "\$ $*" | sed "s#$bin/##; s#$tour#\$TOUR#g"; "$@" 2>&1 | sed "s#$tour#\$TOUR#g"; echo; }
+# Shows a command as it would be typed (arguments with spaces quoted), then runs it.
+show() {
+    local line='$'
+    for arg in "$@"; do
+        case $arg in
+            *"'"*) line+=" \"$arg\"" ;;
+            *[[:space:]]*) line+=" '$arg'" ;;
+            *) line+=" $arg" ;;
+        esac
+    done
+    echo "$line" | sed "s#$bin/##; s#$tour#\$TOUR#g"
+}
+run() { show "$@"; "$@" 2>&1 | sed "s#$tour#\$TOUR#g"; echo; }
 run "$bin/logsync" exec --store "$tour/node1/store.sqlite" --author alice --context laptop \
     "INSERT INTO Folder(id, name) VALUES ('0f5c3b7e-7c1f-4a8e-9d2a-3b7f0c9e1a11', 'Trips')" \
     "INSERT INTO Note(id, title, folder) VALUES ('6b1e2f80-2c4d-4e5f-8a9b-0c1d2e3f4a5b', 'Lisbon', '0f5c3b7e-7c1f-4a8e-9d2a-3b7f0c9e1a11')"
@@ -29,3 +43,13 @@ run "$bin/syncctl" trigger --config "$tour/node2/syncd.toml"
 run "$bin/syncctl" status --config "$tour/node2/syncd.toml"
 run "$bin/logsync" history --store "$tour/node2/store.sqlite"
 run sqlite3 "$tour/node2/store.sqlite" "SELECT f.name, n.title FROM Note n JOIN Folder f ON f.id = n.folder"
+
+# The notes app: node 2 watches while node 1 adds a note; syncd carries it across on its own.
+"$bin/notes" watch --seconds 3 --config "$tour/node2/syncd.toml" >"$tour/watch.out" 2>&1 &
+until [ -s "$tour/watch.out" ]; do sleep 0.05; done
+run "$bin/notes" add "Porto" --body "tiles, tram 28" --folder Trips --author alice --config "$tour/node1/syncd.toml"
+until grep -q "^+ " "$tour/watch.out"; do sleep 0.05; done
+run "$bin/notes" list --config "$tour/node2/syncd.toml"
+wait %%
+echo "$(show "$bin/notes" watch --seconds 3 --config "$tour/node2/syncd.toml")   # on node 2, started before the add"
+sed "s#$tour#\$TOUR#g" "$tour/watch.out"

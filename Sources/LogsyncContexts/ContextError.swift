@@ -4,8 +4,10 @@ import LogsyncStore
 /// Why a container or context operation failed: a code to switch on, a message that says what and where,
 /// and the underlying cause (often a ``StoreError``) when there is one.
 public struct ContextError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure it is; compare with the constants below.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         let name: String
+        /// The code's name, as in `saveFailed`.
         public var description: String { name }
 
         /// A record type names an entity the container's schema does not declare.
@@ -31,12 +33,16 @@ public struct ContextError: Error, Sendable, CustomStringConvertible {
         public static let openFailed = Code(name: "openFailed")
     }
 
+    /// What kind of failure it is.
     public var code: Code
+    /// What failed and where, in a sentence.
     public var message: String
     /// The entity concerned, when there is one.
     public var entity: String?
+    /// The error underneath, when there is one (often a ``StoreError``).
     public var cause: (any Error & Sendable)?
 
+    /// An error with its code, message, entity and cause.
     public init(_ code: Code, _ message: String, entity: String? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
@@ -44,6 +50,7 @@ public struct ContextError: Error, Sendable, CustomStringConvertible {
         self.cause = cause
     }
 
+    /// The message, then the cause's description when there is one.
     public var description: String {
         var text = message
         if let cause { text += ": \(cause)" }

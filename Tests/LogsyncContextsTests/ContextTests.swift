@@ -118,12 +118,11 @@ struct ContextTests {
         let events = Collected(context.events())
         let other = try store.another()
         defer { other.close() }
-        var theirs = try #require(try other.viewContext.object(Note.self, id: note.id))
-        theirs.title = "their title"
-        theirs.body = "their body"
-        theirs.pinned = true
-        try other.viewContext.update(theirs)
-        try other.viewContext.save(author: "bob")
+        try other.editNote(note.id, author: "bob") { theirs in
+            theirs.title = "their title"
+            theirs.body = "their body"
+            theirs.pinned = true
+        }
 
         let merged = try await events.first { $0.cause == .merge && !$0.conflicts.isEmpty }
         let conflict = try #require(merged.conflicts.first)

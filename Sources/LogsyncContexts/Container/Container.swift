@@ -19,6 +19,7 @@ import Synchronization
 /// each new history transaction it merges the contexts that merge automatically, then reports the
 /// transaction on ``changes()``.
 public final class Container: Sendable {
+    /// The store the container opened, for what contexts do not cover: history, purge, raw SQL.
     public let store: Store
     /// The context for the app's main reads and edits. It merges automatically.
     public let viewContext: Context

@@ -8,6 +8,7 @@ import LogsyncCore
 /// Whichever side wins, the context reports every conflict (``MergeConflict``): a local edit is never
 /// dropped without telling the app.
 public struct MergePolicy: Sendable, Hashable {
+    /// Which side wins a conflict.
     public enum Side: String, Sendable, Hashable {
         /// The context's unsaved value wins; saving writes it over the store's.
         case mine
@@ -20,6 +21,7 @@ public struct MergePolicy: Sendable, Hashable {
     /// Winners for single properties, keyed `"Entity.column"`: `["Note.title": .store]`.
     public var overrides: [String: Side]
 
+    /// A policy where `preferred` wins, except for the properties named in `overrides`.
     public init(preferring preferred: Side, overrides: [String: Side] = [:]) {
         self.preferred = preferred
         self.overrides = overrides
@@ -42,6 +44,7 @@ public struct MergePolicy: Sendable, Hashable {
 
 /// A change the context made and the store contradicts, and how it was resolved.
 public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
+    /// What the two sides did.
     public enum Kind: Sendable, Hashable {
         /// Both sides changed these properties, each to a different value.
         case properties([String])
@@ -53,6 +56,7 @@ public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
         case insertedTwice
     }
 
+    /// Which side won.
     public enum Resolution: Sendable, Hashable {
         /// The context's change stands and will be saved (a deleted object it edited is inserted again).
         case keptMine
@@ -62,14 +66,18 @@ public struct MergeConflict: Sendable, Hashable, CustomStringConvertible {
         case mixed(keptMine: [String])
     }
 
+    /// The object concerned.
     public var objectID: ObjectID
+    /// What the two sides did.
     public var kind: Kind
+    /// Which side won, and for which properties.
     public var resolution: Resolution
     /// The context's values of the properties concerned.
     public var mine: [String: DatabaseValue]
     /// The store's values of the properties concerned; empty when the store no longer has the object.
     public var store: [String: DatabaseValue]
 
+    /// One line: object, kind and resolution.
     public var description: String {
         "\(objectID): \(kind) -> \(resolution)"
     }

@@ -3,9 +3,12 @@ import LogsyncCore
 /// A column of an entity, to build filters and sort descriptors from:
 /// `Column("title") == "Groceries"`, `Column("pinned") == true && Column("body").contains("milk")`.
 public struct Column: Sendable, Hashable, ExpressibleByStringLiteral {
+    /// The column's name in the entity (a relationship's name for its column).
     public var name: String
 
+    /// The column named `name`.
     public init(_ name: String) { self.name = name }
+    /// The column named by a string literal: `"title"` where a ``Column`` is expected.
     public init(stringLiteral name: String) { self.name = name }
 
     /// The column holds NULL.
@@ -20,11 +23,17 @@ public struct Column: Sendable, Hashable, ExpressibleByStringLiteral {
     /// The column's value is one of `values`.
     public func isIn(_ values: [any QueryValue]) -> Filter { .isIn(self, values) }
 
+    /// The column equals `value` (never matches NULL: use ``isNull`` for that).
     public static func == (column: Column, value: any QueryValue) -> Filter { .compare(column, .equal, value) }
+    /// The column differs from `value` (a NULL column matches neither `==` nor `!=`).
     public static func != (column: Column, value: any QueryValue) -> Filter { .compare(column, .notEqual, value) }
+    /// The column sorts before `value`, by SQLite's ordering.
     public static func < (column: Column, value: any QueryValue) -> Filter { .compare(column, .less, value) }
+    /// The column sorts before or with `value`.
     public static func <= (column: Column, value: any QueryValue) -> Filter { .compare(column, .lessOrEqual, value) }
+    /// The column sorts after `value`.
     public static func > (column: Column, value: any QueryValue) -> Filter { .compare(column, .greater, value) }
+    /// The column sorts after or with `value`.
     public static func >= (column: Column, value: any QueryValue) -> Filter { .compare(column, .greaterOrEqual, value) }
 }
 
@@ -35,27 +44,44 @@ public struct Column: Sendable, Hashable, ExpressibleByStringLiteral {
 /// follow SQLite's: NULL matches nothing but ``Column/isNull``, numbers compare by value whether stored
 /// as integers or reals, text compares byte by byte.
 public indirect enum Filter: Sendable {
+    /// How ``compare(_:_:_:)`` compares; the raw value is the SQL operator.
     public enum Comparison: String, Sendable {
+        /// Equal (`=`).
         case equal = "="
+        /// Not equal (`<>`).
         case notEqual = "<>"
+        /// Sorts before (`<`).
         case less = "<"
+        /// Sorts before or with (`<=`).
         case lessOrEqual = "<="
+        /// Sorts after (`>`).
         case greater = ">"
+        /// Sorts after or with (`>=`).
         case greaterOrEqual = ">="
     }
 
     /// Every row.
     case all
+    /// The column compared with a value (see ``Column``'s operators).
     case compare(Column, Comparison, any QueryValue)
+    /// The column holds NULL (``Column/isNull``).
     case isNull(Column)
+    /// The column's text contains a string (``Column/contains(_:caseInsensitive:)``).
     case contains(Column, String, caseInsensitive: Bool)
+    /// The column's value is one of a list (``Column/isIn(_:)``); an empty list matches nothing.
     case isIn(Column, [any QueryValue])
+    /// Both filters match.
     case and(Filter, Filter)
+    /// Either filter matches.
     case or(Filter, Filter)
+    /// The filter does not match (as in SQL, a comparison with NULL matches neither it nor its negation).
     case not(Filter)
 
+    /// Both filters match.
     public static func && (lhs: Filter, rhs: Filter) -> Filter { .and(lhs, rhs) }
+    /// Either filter matches.
     public static func || (lhs: Filter, rhs: Filter) -> Filter { .or(lhs, rhs) }
+    /// The filter does not match.
     public static prefix func ! (filter: Filter) -> Filter { .not(filter) }
 }
 

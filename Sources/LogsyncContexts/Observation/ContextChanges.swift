@@ -2,6 +2,7 @@ import LogsyncCore
 
 /// Something that happened to a context, as its ``Context/events()`` stream reports it.
 public struct ContextChanges: Sendable {
+    /// What made the context report.
     public enum Cause: Sendable, Hashable {
         /// New history was merged.
         case merge
@@ -15,13 +16,16 @@ public struct ContextChanges: Sendable {
         case reset
     }
 
+    /// What happened.
     public var cause: Cause
     /// For a merge, the history token merged up to; for a save, the token of the saved transaction.
     public var token: HistoryToken?
     /// Objects inserted, updated and deleted by the merged history (for a save: the saved objects, as
     /// updated), whether or not this context had handed them out.
     public var inserted: Set<ObjectID> = []
+    /// Objects updated (see ``inserted``).
     public var updated: Set<ObjectID> = []
+    /// Objects deleted (see ``inserted``).
     public var deleted: Set<ObjectID> = []
     /// Where the merged transactions came from.
     public var origins: Set<Origin> = []
@@ -30,6 +34,7 @@ public struct ContextChanges: Sendable {
     /// Set when an automatic merge failed; it is tried again at the next commit.
     public var error: String?
 
+    /// An event with what it names. Contexts make these; tests and previews may too.
     public init(
         cause: Cause, token: HistoryToken? = nil, inserted: Set<ObjectID> = [], updated: Set<ObjectID> = [],
         deleted: Set<ObjectID> = [], conflicts: [MergeConflict] = [], error: String? = nil

@@ -6,14 +6,19 @@ import Synchronization
 /// from the previous delivery, in the terms a list UI applies (removals at old indexes, then inserts at
 /// new indexes; moves and updates besides).
 public struct FetchedResults<R: Record>: Sendable {
+    /// The records matching the request now, in the request's order.
     public var records: [R]
+    /// How ``records`` differs from the previous delivery (in the first, every index is inserted).
     public var diff: ResultsDiff
 }
 
 /// How one result list became the next.
 public struct ResultsDiff: Sendable, Hashable {
+    /// A record whose position changed: its index in the old list and in the new one.
     public struct Move: Sendable, Hashable {
+        /// The index in the old list.
         public var from: Int
+        /// The index in the new list.
         public var to: Int
     }
 
@@ -26,6 +31,7 @@ public struct ResultsDiff: Sendable, Hashable {
     /// Indexes in the new list of records in both lists whose values changed.
     public var updated: [Int] = []
 
+    /// Whether nothing changed: same records, same order, same values.
     public var isEmpty: Bool { inserted.isEmpty && removed.isEmpty && moved.isEmpty && updated.isEmpty }
 
     /// The diff from the result `old` to the result `new`, each a list of (identity, values).

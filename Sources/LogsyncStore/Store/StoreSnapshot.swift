@@ -12,6 +12,7 @@ public final class StoreSnapshot: Sendable {
         var token: HistoryToken
     }
 
+    /// The store file the snapshot reads.
     public let path: String
     private let state: Locked<State>
 

@@ -67,3 +67,17 @@ final class NotesStore: Sendable {
         try Container(path: path, schema: .notes)
     }
 }
+
+extension Container {
+    /// Changes the note with `id` through the view context and saves it as `author`, as another writer
+    /// (another process, another node) would; returns the save's token.
+    @discardableResult
+    func editNote(_ id: UUID, author: String, _ change: (inout Note) -> Void) throws -> HistoryToken? {
+        guard var note = try viewContext.object(Note.self, id: id) else {
+            throw ContextError(.objectNotFound, "no note \(id) to edit", entity: "Note")
+        }
+        change(&note)
+        try viewContext.update(note)
+        return try viewContext.save(author: author)
+    }
+}
