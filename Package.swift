@@ -78,6 +78,7 @@ let package = Package(
             name: "logsync-bench",
             dependencies: [
                 "CSQLite",
+                "LogsyncContexts",
                 "LogsyncCore",
                 "LogsyncPlatform",
                 "LogsyncStore",
