@@ -78,6 +78,7 @@ let package = Package(
             name: "logsync-bench",
             dependencies: [
                 "CSQLite",
+                "LogsyncContexts",
                 "LogsyncCore",
                 "LogsyncPlatform",
                 "LogsyncStore",
@@ -90,7 +91,9 @@ let package = Package(
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncDaemonTests", dependencies: ["LogsyncDaemon", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
+        .testTarget(
+            name: "LogsyncDaemonTests",
+            dependencies: ["LogsyncDaemon", "LogsyncContexts", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

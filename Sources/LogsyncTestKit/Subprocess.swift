@@ -91,6 +91,26 @@ public final class Subprocess: @unchecked Sendable {
         throw SubprocessError.timedOut(waitingFor: prefix, stdout: stdout, stderr: stderr)
     }
 
+    /// Waits until stdout has a line containing `text` and returns that line.
+    public func line(containing text: String, timeout: Duration = .seconds(10)) async throws -> String {
+        try await output(timeout: timeout, waitingFor: text) { stdout in
+            stdout.split(separator: "\n").first { $0.contains(text) }.map(String.init)
+        }
+    }
+
+    /// Waits until `find` finds what it looks for in the stdout printed so far, and returns it;
+    /// `description` names what is awaited when the deadline passes.
+    public func output<Found>(
+        timeout: Duration = .seconds(10), waitingFor description: String, _ find: (String) -> Found?
+    ) async throws -> Found {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let found = find(stdout) { return found }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
+    }
+
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {

@@ -20,9 +20,10 @@ public final class SyncdCluster: @unchecked Sendable {
         self.schema = schema
     }
 
-    /// Adds a node (not started). `extra` lines are appended to its `[sync]` table.
-    public func addNode(_ name: String, extra: [String] = []) throws -> SyncdNode {
-        let node = try SyncdNode(cluster: self, name: name, extra: extra)
+    /// Adds a node (not started). `extra` lines are appended to its `[sync]` table. A long
+    /// `rescanIntervalMilliseconds` leaves the daemon's inotify wake-ups as the only timely way to sync.
+    public func addNode(_ name: String, rescanIntervalMilliseconds: Int = 1000, extra: [String] = []) throws -> SyncdNode {
+        let node = try SyncdNode(cluster: self, name: name, rescanIntervalMilliseconds: rescanIntervalMilliseconds, extra: extra)
         nodes.append(node)
         return node
     }
@@ -66,7 +67,7 @@ public final class SyncdNode: @unchecked Sendable {
     public private(set) var process: Subprocess?
     private var store: Store?
 
-    init(cluster: SyncdCluster, name: String, extra: [String]) throws {
+    init(cluster: SyncdCluster, name: String, rescanIntervalMilliseconds: Int, extra: [String]) throws {
         self.cluster = cluster
         self.name = name
         let folder = cluster.directory.file(name)
@@ -82,7 +83,7 @@ public final class SyncdNode: @unchecked Sendable {
             [sync]
             account = "test"
             shared_folder = "\(cluster.shared)"
-            rescan_interval_ms = 1000
+            rescan_interval_ms = \(rescanIntervalMilliseconds)
             max_backoff_ms = 1000
             \(extra.joined(separator: "\n"))
 

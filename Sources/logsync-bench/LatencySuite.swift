@@ -1,26 +1,32 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import LogsyncContexts
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
 import Synchronization
 
-/// `latency`: commit on node A → visible in node B's store, through a local shared folder, with both
-/// daemons running as real `syncd` processes.
+/// `latency`: commit on node A → visible in node B's store, and → delivered by a live context on B,
+/// through a local shared folder, with both daemons running as real `syncd` processes.
 ///
 /// Setup: a fresh temporary directory with a shared folder and two node folders, each with a
 /// `syncd.toml` (store, the Note schema as JSON, account `bench`, the shared folder, a control socket).
 /// Both daemons are started from the folder of the running `logsync-bench` executable and must log
 /// "syncd ready" within 20 s. The bench then opens both stores itself (second connections next to the
-/// daemons', as an app on each node would) and subscribes to B's commits before writing anything.
+/// daemons', as an app on each node would), subscribes to B's commits, and opens a `Container` on B's
+/// store (connections of its own, as B's app would) whose view context's events it collects, all before
+/// writing anything.
 ///
 /// One sample: one `storeA.write { INSERT one Note }`; the clock starts when the write returns (the
-/// commit is durable and visible to A's daemon) and stops when a read on B's store finds the row, checked
-/// each time B's commit stream reports a commit and every 10 ms without one (so that a commit the bench's
-/// own monitor misses does not count as the daemons' time). A sample that takes longer than 5 s counts as
-/// 5,000 ms and is reported on stderr; three in a row end the run. Samples are separated by 20 ms of idle time, so each measures a fresh
-/// pickup by both daemons rather than a queue. Five unmeasured warm-up samples come first.
+/// commit is durable and visible to A's daemon). The store figure (`dir_*`) stops when a read on B's
+/// store finds the row, checked each time B's commit stream reports a commit and every 10 ms without one
+/// (so that a commit the bench's own monitor misses does not count as the daemons' time). The context
+/// figure (`context_*`) of the same sample stops when B's view context delivers the merge event naming
+/// the note, taken by the task that consumes the events as it receives it: what an app on B waits for
+/// before it can show the note. A sample that takes longer than 5 s counts as 5,000 ms and is reported
+/// on stderr; three in a row end the run. Samples are separated by 20 ms of idle time, so each measures
+/// a fresh pickup by both daemons rather than a queue. Five unmeasured warm-up samples come first.
 ///
 /// For the breakdown on stderr a watcher thread (inotify) in the bench notes when each segment file
 /// appears in A's folder of the shared folder: commit → segment published (A's daemon: wake, export,
@@ -28,7 +34,7 @@ import Synchronization
 struct LatencySuite: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "latency",
-        abstract: "Commit on node A → visible in node B's store, two real syncd processes and a local shared folder.",
+        abstract: "Commit on node A → visible in node B's store and B's view context, two real syncd processes and a local shared folder.",
         discussion: """
             Starts syncd from the folder of this executable: build every product first \
             (swift build -c release), then run .build/release/logsync-bench latency.
@@ -70,7 +76,7 @@ struct LatencySuite: ParsableCommand {
                     + "is their second-largest value")
         }
         Report.progress(
-            "latency: commit on A → visible in B, two syncd (\(syncd)) sharing a local folder; "
+            "latency: commit on A → visible in B's store and delivered by B's view context, two syncd (\(syncd)) sharing a local folder; "
                 + "\(sizes.samples) samples after \(Self.warmUpSamples) warm-up, \(formatted(Self.spacing.inMilliseconds, decimals: 0)) ms idle between; "
                 + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
 
@@ -84,16 +90,13 @@ struct LatencySuite: ParsableCommand {
         }
 
         let latencies = samples.map(\.latency)
-        let timeouts = samples.filter(\.timedOut).count
-        let p50 = Self.percentile(latencies, 50)
-        let p99 = Self.percentile(latencies, 99)
-        let mean = latencies.reduce(0, +) / Double(latencies.count)
-        let maximum = latencies.max()!
+        let contextLatencies = samples.map(\.context)
         Report.progress(
-            "  commit → visible in B: p50 \(formatted(p50, decimals: 2)) ms, p90 \(formatted(Self.percentile(latencies, 90), decimals: 2)) ms, "
-                + "p99 \(formatted(p99, decimals: 2)) ms, mean \(formatted(mean, decimals: 2)) ms, "
-                + "min \(formatted(latencies.min()!, decimals: 2)) ms, max \(formatted(maximum, decimals: 2)) ms"
-                + (timeouts > 0 ? "; \(timeouts) samples timed out (counted as \(formatted(Self.sampleTimeout.inMilliseconds, decimals: 0)) ms)" : ""))
+            "  commit → visible in B's store: "
+                + Self.summary(latencies, timeouts: samples.filter(\.timedOut).count))
+        Report.progress(
+            "  commit → delivered by B's view context: "
+                + Self.summary(contextLatencies, timeouts: samples.filter(\.contextTimedOut).count))
         let slow = latencies.filter { $0 >= 100 }
         let fast = latencies.filter { $0 < 100 }
         if !slow.isEmpty {
@@ -108,14 +111,33 @@ struct LatencySuite: ParsableCommand {
             "  \(rechecked) of \(samples.count) samples were seen by the \(formatted(Self.recheckInterval.inMilliseconds, decimals: 0)) ms "
                 + "re-check of B rather than after a wake-up from B's commit stream (the bench's commit monitor missed the import)")
         Self.reportBreakdown(samples)
+        // What the contexts layer adds: B's container has its own commit monitor, merges, then emits. The
+        // store figure's read is only a probe, so the context may be first (a negative difference).
+        let contextAfterStore = samples.filter { !$0.timedOut && !$0.contextTimedOut }.map { $0.context - $0.latency }
+        if !contextAfterStore.isEmpty {
+            Report.progress(
+                "  visible in B's store → delivered by B's view context (B's container: commit monitor, merge, event; "
+                    + "negative when the context was first): " + Self.summary(contextAfterStore, timeouts: 0))
+        }
 
-        Report.emit(metric("dir_p50_ms", p50, unit: "ms", goal: 50, .lower))
-        Report.emit(metric("dir_p99_ms", p99, unit: "ms", goal: 250, .lower))
-        Report.emit(metric("dir_mean_ms", mean, unit: "ms", goal: nil, .lower))
-        Report.emit(metric("dir_max_ms", maximum, unit: "ms", goal: nil, .lower))
+        for (prefix, values) in [("dir", latencies), ("context", contextLatencies)] {
+            Report.emit(metric("\(prefix)_p50_ms", Self.percentile(values, 50), unit: "ms", goal: 50, .lower))
+            Report.emit(metric("\(prefix)_p99_ms", Self.percentile(values, 99), unit: "ms", goal: 250, .lower))
+            Report.emit(metric("\(prefix)_mean_ms", values.reduce(0, +) / Double(values.count), unit: "ms", goal: nil, .lower))
+            Report.emit(metric("\(prefix)_max_ms", values.max()!, unit: "ms", goal: nil, .lower))
+        }
         Report.emit(Metric(
             suite: Self.suite, metric: "samples", value: Double(latencies.count), unit: "samples", goal: nil,
             better: .higher, decimals: 0))
+    }
+
+    /// Percentiles, mean and extremes of `values` on one line, with how many were timeouts.
+    static func summary(_ values: [Double], timeouts: Int) -> String {
+        "p50 \(formatted(percentile(values, 50), decimals: 2)) ms, p90 \(formatted(percentile(values, 90), decimals: 2)) ms, "
+            + "p99 \(formatted(percentile(values, 99), decimals: 2)) ms, "
+            + "mean \(formatted(values.reduce(0, +) / Double(values.count), decimals: 2)) ms, "
+            + "min \(formatted(values.min()!, decimals: 2)) ms, max \(formatted(values.max()!, decimals: 2)) ms"
+            + (timeouts > 0 ? "; \(timeouts) samples timed out (counted as \(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms)" : "")
     }
 
     private func metric(_ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better) -> Metric {
@@ -162,6 +184,9 @@ struct LatencySuite: ParsableCommand {
         var published: Double?
         /// The row was found by the periodic re-check, not after a wake-up from B's commit stream.
         var foundByRecheck: Bool
+        /// Milliseconds from the end of A's write to B's view context delivering the note (the timeout when not).
+        var context: Double
+        var contextTimedOut: Bool
     }
 
     static func measure(directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int) throws -> [Sample] {
@@ -204,6 +229,10 @@ struct LatencySuite: ParsableCommand {
 
         let storeA = try Store(path: directory.path("a/store.sqlite"), schema: schema)
         let storeB = try Store(path: directory.path("b/store.sqlite"), schema: schema)
+        // B's app: a container with store connections of its own, not the ones the store figure reads.
+        let containerB = try Container(path: directory.path("b/store.sqlite"), schema: schema)
+        defer { containerB.close() }
+        let contextArrivals = ContextArrivals(containerB.viewContext)
 
         // Subscribe to B's commits before the first write; each commit wakes the waiting sample.
         let wakeups = DispatchSemaphore(value: 0)
@@ -224,16 +253,18 @@ struct LatencySuite: ParsableCommand {
         for (index, row) in rows.enumerated() {
             let measured = index >= warmUpSamples
             let sample = try takeSample(
-                row, from: storeA, to: storeB, wakeups: wakeups, watcher: watcher, daemons: [daemonA, daemonB])
-            if sample.timedOut {
+                row, from: storeA, to: storeB, wakeups: wakeups, contextArrivals: contextArrivals, watcher: watcher,
+                daemons: [daemonA, daemonB])
+            if sample.timedOut || sample.contextTimedOut {
                 Report.progress(
                     "  \(measured ? "sample \(index - warmUpSamples + 1)" : "warm-up sample \(index + 1)"): row \(row.id) "
-                        + "not visible in B after \(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms"
+                        + "not \(sample.timedOut ? "visible in B's store" : "delivered by B's view context") after "
+                        + "\(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms"
                         + (sample.published.map { " (segment published after \(formatted($0, decimals: 1)) ms)" } ?? " (no segment seen)"))
                 consecutiveTimeouts += 1
                 if consecutiveTimeouts == 3 {
                     throw BenchError(
-                        "3 samples in a row did not reach B: the daemons are not syncing. Their logs:\n"
+                        "3 samples in a row did not reach B's store or B's view context. The daemons' logs:\n"
                             + [daemonA, daemonB].map { "syncd \($0.name):\n\($0.log)" }.joined(separator: "\n"))
                 }
             } else {
@@ -243,9 +274,12 @@ struct LatencySuite: ParsableCommand {
                 results.append(sample)
                 if results.count % 50 == 0 || results.count == count {
                     let latencies = results.map(\.latency)
+                    let contextLatencies = results.map(\.context)
                     Report.progress(
-                        "  \(results.count)/\(count) samples: p50 \(formatted(percentile(latencies, 50), decimals: 2)) ms, "
-                            + "max \(formatted(latencies.max()!, decimals: 2)) ms")
+                        "  \(results.count)/\(count) samples: store p50 \(formatted(percentile(latencies, 50), decimals: 2)) ms, "
+                            + "max \(formatted(latencies.max()!, decimals: 2)) ms; "
+                            + "view context p50 \(formatted(percentile(contextLatencies, 50), decimals: 2)) ms, "
+                            + "max \(formatted(contextLatencies.max()!, decimals: 2)) ms")
                 }
             } else if index == warmUpSamples - 1 {
                 Report.progress("  warm-up done (\(warmUpSamples) samples, last \(formatted(sample.latency, decimals: 2)) ms)")
@@ -260,10 +294,10 @@ struct LatencySuite: ParsableCommand {
         return results
     }
 
-    /// Writes `row` on A and waits until B's store shows it.
+    /// Writes `row` on A and waits until B's store shows it and B's view context has delivered it.
     static func takeSample(
-        _ row: NoteRow, from storeA: Store, to storeB: Store, wakeups: DispatchSemaphore, watcher: SegmentWatcher?,
-        daemons: [Daemon]
+        _ row: NoteRow, from storeA: Store, to storeB: Store, wakeups: DispatchSemaphore, contextArrivals: ContextArrivals,
+        watcher: SegmentWatcher?, daemons: [Daemon]
     ) throws -> Sample {
         // Forget wake-ups from earlier commits (B's own bookkeeping, the previous sample).
         while wakeups.wait(timeout: .now()) == .success {}
@@ -292,12 +326,13 @@ struct LatencySuite: ParsableCommand {
         }
         let end = visible ?? ContinuousClock.now
         let published = watcher?.firstArrival(from: committed, through: end).map { ($0 - committed).inMilliseconds }
-        if let visible {
-            return Sample(
-                latency: (visible - committed).inMilliseconds, timedOut: false, published: published,
-                foundByRecheck: !woken)
-        }
-        return Sample(latency: sampleTimeout.inMilliseconds, timedOut: true, published: published, foundByRecheck: false)
+        // The view context's delivery was timed by the events consumer when it happened, whichever came first.
+        let delivered = contextArrivals.arrival(of: row.id, by: deadline)
+        return Sample(
+            latency: visible.map { ($0 - committed).inMilliseconds } ?? sampleTimeout.inMilliseconds,
+            timedOut: visible == nil, published: published, foundByRecheck: visible != nil && !woken,
+            context: delivered.map { ($0 - committed).inMilliseconds } ?? sampleTimeout.inMilliseconds,
+            contextTimedOut: delivered == nil)
     }
 
     // MARK: - Statistics
@@ -456,6 +491,43 @@ extension LatencySuite {
             signalSources.removeAll()
             signal(SIGINT, SIG_DFL)
             signal(SIGTERM, SIG_DFL)
+        }
+    }
+}
+
+// MARK: - View context deliveries
+
+extension LatencySuite {
+    /// When B's view context delivered each note in a merge event (`Context.events()`), timed by the task
+    /// that consumes the events as it receives each one, so that the sample loop, busy reading B's store,
+    /// does not delay the measurement. The consuming task ends when the container closes, which ends the
+    /// stream.
+    final class ContextArrivals: Sendable {
+        private let arrivals = Mutex<[String: ContinuousClock.Instant]>([:])
+        private let wakeups = DispatchSemaphore(value: 0)
+
+        init(_ context: Context) {
+            let events = context.events()
+            Task.detached { [self] in
+                for await event in events where event.cause == .merge {
+                    let now = ContinuousClock.now
+                    if let error = event.error { Report.progress("  B's view context: an automatic merge failed: \(error)") }
+                    arrivals.withLock { arrivals in
+                        for object in event.inserted { arrivals[object.id.uuidString.lowercased()] = now }
+                    }
+                    wakeups.signal()
+                }
+            }
+        }
+
+        /// When the note with key `id` was delivered, waiting for it until `deadline`; nil if it was not.
+        func arrival(of id: String, by deadline: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+            while true {
+                if let instant = arrivals.withLock({ $0.removeValue(forKey: id) }) { return instant }
+                let remaining = deadline - ContinuousClock.now
+                if remaining <= .zero { return nil }
+                _ = wakeups.wait(timeout: .now() + .nanoseconds(Int(remaining.inNanoseconds)))
+            }
         }
     }
 }

@@ -109,15 +109,3 @@ struct TwoProcessTests {
         #expect(try context.object(Note.self, id: note.id) == nil)
     }
 }
-
-extension Subprocess {
-    /// Waits until stdout has a line containing `text` and returns that line.
-    func line(containing text: String, timeout: Duration = .seconds(10)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let line = stdout.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        throw SubprocessError.timedOut(waitingFor: text, stdout: stdout, stderr: stderr)
-    }
-}
