@@ -131,16 +131,16 @@ public final class Container: Sendable {
         state.withLock { $0.monitor = monitor }
     }
 
-    /// Merges the contexts, then reports the history after `token`; returns the last token reported.
+    /// Reads the history after `token` once, merges it into the contexts that merge automatically, then
+    /// reports it on ``changes()``; returns the last token reported.
     private func deliver(after token: HistoryToken) -> HistoryToken {
         let contexts = state.withLock { state in
             state.contexts.removeAll { $0.context == nil }
             return state.contexts.compactMap(\.context)
         }
-        for context in contexts { context.mergeAutomatically() }
         var delivered = token
-        while true {
-            guard let transactions = try? store.history(after: delivered, limit: 200), let last = transactions.last else { break }
+        while let transactions = try? store.history(after: delivered, limit: 200), let last = transactions.last {
+            for context in contexts { context.mergeAutomatically((after: delivered, transactions: transactions)) }
             let subscribers = state.withLock { Array($0.subscribers.values) }
             for transaction in transactions {
                 let change = StoreChange(transaction)

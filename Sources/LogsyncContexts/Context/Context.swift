@@ -454,21 +454,38 @@ public final class Context: Sendable {
     /// objects are forgotten, unsaved changes are reconciled by the merge policy, and the app is told what
     /// changed through ``events()`` and observed fetches.
     public func mergeChanges() throws {
+        try mergeChanges(read: nil)
+    }
+
+    /// History a caller has already read: the transactions right after `after`, oldest first.
+    typealias ReadHistory = (after: HistoryToken, transactions: [HistoryTransaction])
+
+    /// Merges `read` when it continues exactly where this context stands and its reads are not pinned,
+    /// so that the container reads each commit's history once for all its contexts; otherwise reads
+    /// history itself, up to the latest (or the pinned) state.
+    private func mergeChanges(read: ReadHistory?) throws {
         var merged = ContextChanges(cause: .merge)
         try state.withLock { state in
             try checkOpen(state)
-            let limit = state.snapshot?.token
-            while true {
-                let transactions: [HistoryTransaction]
-                do {
-                    transactions = try store.history(after: state.mergedToken, limit: 200)
-                        .filter { limit == nil || $0.token <= limit! }
-                } catch {
-                    throw ContextError(.fetchFailed, "context '\(name)' could not read history", cause: error)
+            if let read, read.after == state.mergedToken, state.snapshot == nil {
+                if let last = read.transactions.last {
+                    try merge(read.transactions, into: &merged, state: &state)
+                    state.mergedToken = last.token
                 }
-                guard let last = transactions.last else { break }
-                try merge(transactions, into: &merged, state: &state)
-                state.mergedToken = last.token
+            } else {
+                let limit = state.snapshot?.token
+                while true {
+                    let transactions: [HistoryTransaction]
+                    do {
+                        transactions = try store.history(after: state.mergedToken, limit: 200)
+                            .filter { limit == nil || $0.token <= limit! }
+                    } catch {
+                        throw ContextError(.fetchFailed, "context '\(name)' could not read history", cause: error)
+                    }
+                    guard let last = transactions.last else { break }
+                    try merge(transactions, into: &merged, state: &state)
+                    state.mergedToken = last.token
+                }
             }
             merged.token = state.mergedToken
             state.conflicts += merged.conflicts
@@ -478,11 +495,11 @@ public final class Context: Sendable {
         refreshObservers()
     }
 
-    /// Called by the container when history grows.
-    func mergeAutomatically() {
+    /// Called by the container with the history it read after a commit.
+    func mergeAutomatically(_ read: ReadHistory) {
         guard state.withLock({ $0.automaticallyMergesChanges && $0.snapshot == nil && !$0.closed }) else { return }
         do {
-            try mergeChanges()
+            try mergeChanges(read: read)
         } catch {
             emit(ContextChanges(cause: .merge, error: "\(error)"))
         }
