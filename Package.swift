@@ -64,6 +64,7 @@ let package = Package(
         .executableTarget(
             name: "logsync",
             dependencies: [
+                "LogsyncPlatform",
                 "LogsyncStore",
                 "LogsyncSync",
                 "LogsyncTransport",
@@ -73,7 +74,7 @@ let package = Package(
         // The example app of the contexts API.
         .executableTarget(
             name: "notes",
-            dependencies: ["LogsyncContexts", "LogsyncDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["LogsyncContexts", "LogsyncDaemon", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "logsync-bench",
             dependencies: [
@@ -89,11 +90,11 @@ let package = Package(
         .target(name: "LogsyncTestKit", dependencies: ["LogsyncCore", "LogsyncStore"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncStore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
-            dependencies: ["LogsyncDaemon", "LogsyncContexts", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
+            dependencies: ["LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -112,7 +112,7 @@ public final class SyncEngine: Sendable {
                     report.heldForSchema.append(name)
                     break
                 }
-                if segment.header.maxTimestamp.physicalMilliseconds > Self.wallClockMilliseconds() + HybridLogicalClock.maximumDrift {
+                if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                     report.heldForClockSkew.append(name)
                     break
                 }
@@ -200,10 +200,6 @@ public final class SyncEngine: Sendable {
 
     private func describe(_ name: SegmentName) -> String {
         (transport as? DirectoryTransport)?.path(of: name) ?? name.description
-    }
-
-    static func wallClockMilliseconds() -> UInt64 {
-        UInt64(Date().timeIntervalSince1970 * 1000)
     }
 
     /// FNV-1a over the whole file: what "the same segment" means when a name comes back.

@@ -151,12 +151,5 @@ public enum SubprocessError: Error, CustomStringConvertible {
     }
 }
 
-/// Wall-clock nanoseconds, comparable with the `realtime-ns` the tools print.
-public func realtimeNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
 /// The sqlite3 shell, installed by scripts/install-deps.sh.
 public let sqliteShell = "/usr/bin/sqlite3"

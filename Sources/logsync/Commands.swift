@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync
 import LogsyncTransport
@@ -21,7 +22,7 @@ struct Exec: ParsableCommand {
             try store.write(author: author, context: context) { tx in
                 for statement in statements { try tx.execute(statement) }
             }
-            let stamp = realtimeNanoseconds()
+            let stamp = WallClock.nanoseconds()
             printFlushed("committed \(try store.currentToken()) \(stamp)")
         }
     }
@@ -79,7 +80,7 @@ struct Watch: AsyncParsableCommand {
         }
         let watcher = Task {
             for await token in store.commits() {
-                printFlushed("token \(token) \(realtimeNanoseconds())")
+                printFlushed("token \(token) \(WallClock.nanoseconds())")
             }
         }
         printFlushed("watching \(try store.currentToken())")

@@ -64,13 +64,6 @@ extension ParsableCommand {
     }
 }
 
-/// Wall-clock nanoseconds, printed by commands whose timing tests compare across processes.
-func realtimeNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
-
 /// Prints a line and pushes it out at once: tests read these lines from a pipe while the process runs.
 func printFlushed(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))

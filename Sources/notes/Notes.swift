@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LogsyncContexts
 import LogsyncDaemon
+import LogsyncPlatform
 
 /// `notes`: a small notes app on a logsync store, the example of the contexts API.
 ///
@@ -188,7 +189,7 @@ struct Watch: AsyncParsableCommand {
             }
         }
         let print: @Sendable (String) -> Void = { [timestamps] line in
-            printFlushed(timestamps ? "@\(realtimeNanoseconds()) \(line)" : line)
+            printFlushed(timestamps ? "@\(WallClock.nanoseconds()) \(line)" : line)
         }
         // Each merge is announced with where it came from; the observed fetch then shows what changed.
         let origins = Task {
@@ -222,11 +223,4 @@ struct Watch: AsyncParsableCommand {
 /// Prints a line and pushes it out at once, for pipes.
 func printFlushed(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-/// Wall-clock nanoseconds, for `watch --timestamps`: tests compare them across processes.
-func realtimeNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_REALTIME, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
 }

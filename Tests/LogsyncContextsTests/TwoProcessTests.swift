@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncContexts
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -20,7 +21,7 @@ struct TwoProcessTests {
         for round in 0..<5 {
             let note = Note(title: "round \(round)")
             try container.viewContext.insert(note)
-            let before = realtimeNanoseconds()
+            let before = WallClock.nanoseconds()
             try container.viewContext.save(author: "test")
             let id = note.id.uuidString.lowercased()
             let line = try await watcher.line(containing: "+ \(id)")

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncContexts
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -85,7 +86,7 @@ struct NotesEndToEndTests {
     /// Runs `change` (a save on A), then waits for B's watch to print a line containing `text`; returns the
     /// milliseconds from the start of the change to the line's timestamp.
     private func arrival(of text: String, in watch: Subprocess, after change: () throws -> Void) async throws -> String {
-        let start = realtimeNanoseconds()
+        let start = WallClock.nanoseconds()
         try change()
         // Far below the ten-minute rescan, and far above what inotify needs even on a loaded machine.
         let line = try await watch.line(containing: text, timeout: .seconds(30))

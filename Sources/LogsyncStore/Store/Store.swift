@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 
 /// A local SQLite store whose synced tables record persistent history.
 ///
@@ -97,7 +98,7 @@ public final class Store: Sendable {
         } catch {
             if !existed { Self.removeFiles(of: path) }
             throw Self.mapped(error, path: path, doing: "opening the store")
-                ?? StoreError(.sqlite, "opening the store failed", path: path, cause: SendableDescription(error))
+                ?? StoreError(.sqlite, "opening the store failed", path: path, cause: error)
         }
     }
 

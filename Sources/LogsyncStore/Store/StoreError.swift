@@ -66,10 +66,3 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         return StoreError(code, "\(action) failed", path: path, cause: error)
     }
 }
-
-
-/// Carries the text of an error that is not itself `Sendable`.
-struct SendableDescription: Error, Sendable, CustomStringConvertible {
-    let description: String
-    init(_ error: any Error) { description = String(describing: error) }
-}
