@@ -6,13 +6,7 @@ import Testing
 /// A node of the simulation: it writes against what it can see (its own projection), as an app would,
 /// including the local consequences its store's delete-rule triggers would add.
 struct SimulatedNode {
-    static let schema = Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .text)]),
-        Entity("Label", attributes: [Attribute("name", .text)], uniqueKeys: [["name"]]),
-        Entity(
-            "Note", attributes: [Attribute("title", .text), Attribute("rank", .integer, optional: false, default: 0)],
-            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade), Relationship("label", to: "Label", deleteRule: .nullify)]),
-    ])
+    static let schema = Schema.convergence
 
     let id: NodeID
     var state = MergeState()

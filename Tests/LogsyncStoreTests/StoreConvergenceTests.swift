@@ -91,16 +91,7 @@ final class SimulatedStore {
 
     /// The synced tables as a projection, for comparison with the reference.
     func tables() throws -> Projection {
-        var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
-        for entity in Self.schema.entities {
-            let columns = entity.columnNames
-            var table: [DatabaseValue: [String: DatabaseValue]] = [:]
-            for row in try store.read("SELECT id, \(columns.joined(separator: ", ")) FROM \(entity.name)") {
-                table[row[0]] = Dictionary(uniqueKeysWithValues: zip(columns, row.dropFirst()))
-            }
-            tables[entity.name] = table
-        }
-        return Projection(tables: tables)
+        try store.syncedTables()
     }
 }
 

@@ -24,7 +24,7 @@ struct SharedFolderSyncTests {
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         let expected = try cluster.reference()
         for store in stores {
-            #expect(try SyncCluster.tables(store) == expected, "seed \(seed): \(store.nodeID) differs")
+            #expect(try store.syncedTables() == expected, "seed \(seed): \(store.nodeID) differs")
             #expect(try store.quarantined().isEmpty)
         }
         let imported = try stores[0].history(filter: HistoryFilter(origins: [.remote(stores[1].nodeID)]), limit: 100_000).count
@@ -142,7 +142,7 @@ struct SharedFolderSyncTests {
 
         try good[1].write(to: URL(fileURLWithPath: folder + "/" + files[1]))
         #expect(try eb.sync().applied.map(\.firstSequence) == [2])
-        #expect(try SyncCluster.tables(b) == SyncCluster.tables(a))
+        #expect(try b.syncedTables() == a.syncedTables())
         // Nothing of a's was deleted by the reader.
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 2 + decoys.count)
     }
@@ -238,8 +238,8 @@ struct SharedFolderSyncTests {
         let resumed = try await run(b, fault: nil)
         #expect(resumed.status == 0, "\(resumed.stderr)")
 
-        #expect(try SyncCluster.tables(b) == SyncCluster.tables(a))
-        #expect(try SyncCluster.tables(b) == cluster.reference())
+        #expect(try b.syncedTables() == a.syncedTables())
+        #expect(try b.syncedTables() == cluster.reference())
         let imported = try b.history(filter: HistoryFilter(origins: [.remote(a.nodeID)]))
         #expect(imported.count == 6, "each of a's six transactions imported exactly once")
         #expect(try a.exportedSequence() == 6)

@@ -7,13 +7,7 @@ import LogsyncTransport
 
 /// Stores that sync through one shared folder, all inside one temporary directory.
 final class SyncCluster {
-    static let schema = Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .text)]),
-        Entity("Label", attributes: [Attribute("name", .text)], uniqueKeys: [["name"]]),
-        Entity(
-            "Note", attributes: [Attribute("title", .text), Attribute("rank", .integer, optional: false, default: 0)],
-            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade), Relationship("label", to: "Label", deleteRule: .nullify)]),
-    ])
+    static let schema = Schema.convergence
 
     static let schemaJSON = """
         {"version": 1, "entities": [
@@ -61,19 +55,6 @@ final class SyncCluster {
             }
         }
         return state.project(Self.schema)
-    }
-
-    static func tables(_ store: Store) throws -> Projection {
-        var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
-        for entity in schema.entities {
-            let columns = entity.columnNames
-            var table: [DatabaseValue: [String: DatabaseValue]] = [:]
-            for row in try store.read("SELECT id, \(columns.joined(separator: ", ")) FROM \(entity.name)") {
-                table[row[0]] = Dictionary(uniqueKeysWithValues: zip(columns, row.dropFirst()))
-            }
-            tables[entity.name] = table
-        }
-        return Projection(tables: tables)
     }
 
     static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }
