@@ -16,7 +16,7 @@ import LogsyncStore
 /// Each round runs both sides on fresh files in fresh temporary directories, alternating which goes first;
 /// a metric is the median of the per-round ratios (captured / plain), which cancels slow drift in the
 /// machine's speed better than a ratio of medians.
-struct CaptureSuite: ParsableCommand {
+struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "capture",
         abstract: "History capture overhead: bulk inserts and single-row commits, captured vs plain SQLite.")
@@ -78,12 +78,6 @@ struct CaptureSuite: ParsableCommand {
         Report.emit(metric("bulk_captured_rows_per_s", bulkRows / bulk.captured, unit: "rows/s", goal: nil, .higher, decimals: 0))
         Report.emit(metric("single_plain_commits_per_s", commits / single.plain, unit: "commits/s", goal: nil, .higher, decimals: 0))
         Report.emit(metric("single_captured_commits_per_s", commits / single.captured, unit: "commits/s", goal: nil, .higher, decimals: 0))
-    }
-
-    private func metric(
-        _ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int
-    ) -> Metric {
-        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
     }
 
     // MARK: - Rounds

@@ -31,7 +31,7 @@ import Synchronization
 /// For the breakdown on stderr a watcher thread (inotify) in the bench notes when each segment file
 /// appears in A's folder of the shared folder: commit → segment published (A's daemon: wake, export,
 /// fsync, rename) and segment → visible in B (B's daemon: wake, scan, verify, import; B's commit monitor).
-struct LatencySuite: ParsableCommand {
+struct LatencySuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "latency",
         abstract: "Commit on node A → visible in node B's store and B's view context, two real syncd processes and a local shared folder.",
@@ -138,10 +138,6 @@ struct LatencySuite: ParsableCommand {
             + "mean \(formatted(values.reduce(0, +) / Double(values.count), decimals: 2)) ms, "
             + "min \(formatted(values.min()!, decimals: 2)) ms, max \(formatted(values.max()!, decimals: 2)) ms"
             + (timeouts > 0 ? "; \(timeouts) samples timed out (counted as \(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms)" : "")
-    }
-
-    private func metric(_ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better) -> Metric {
-        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: 2)
     }
 
     // MARK: - Finding syncd

@@ -15,7 +15,7 @@ import LogsyncStore
 ///   session's changeset is then applied with `sqlite3changeset_apply` to a fresh plain database (timed).
 ///
 /// Which side runs first alternates between rounds. A ratio is the median of the per-round ratios.
-struct ReplaySuite: ParsableCommand {
+struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "replay",
         abstract: "Replay throughput and segment size, against the session extension's changeset_apply.")
@@ -79,12 +79,6 @@ struct ReplaySuite: ParsableCommand {
         Report.emit(metric("segment_bytes_per_change", segmentBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
         Report.emit(metric("segment_uncompressed_bytes_per_change", bodyBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
         Report.emit(metric("changeset_bytes_per_change", changesetBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
-    }
-
-    private func metric(
-        _ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int
-    ) -> Metric {
-        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
     }
 
     // MARK: - One round

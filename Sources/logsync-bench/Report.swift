@@ -134,3 +134,15 @@ struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// A suite of the benchmark: its name heads every metric it reports.
+protocol BenchmarkSuite {
+    static var suite: String { get }
+}
+
+extension BenchmarkSuite {
+    /// One of this suite's metrics; `decimals` digits after the point in the output.
+    func metric(_ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int = 2) -> Metric {
+        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
+    }
+}

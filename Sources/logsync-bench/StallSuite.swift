@@ -16,7 +16,7 @@ import Synchronization
 /// lock), or a second `Store` opened on the same file in the same process (it waits in SQLite's busy
 /// handler). Each round runs both on fresh files, alternating which goes first; a figure is the median
 /// over rounds of the per-round figure (the longest wait of a round, its p50, …).
-struct StallSuite: ParsableCommand {
+struct StallSuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "stall",
         abstract: "Longest local write while a large remote import applies to the same store.")
@@ -98,12 +98,6 @@ struct StallSuite: ParsableCommand {
         Report.emit(metric("local_writes", Stats.median(same.map { Double($0.writes) }), unit: "writes", goal: nil, .higher, decimals: 0))
         Report.emit(metric(
             "writer_stall_other_connection_ms", Stats.median(other.map(\.maximum)) * 1e3, unit: "ms", goal: nil, .lower, decimals: 2))
-    }
-
-    private func metric(
-        _ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int
-    ) -> Metric {
-        Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
     }
 
     // MARK: - One measurement
