@@ -18,8 +18,9 @@ public enum Products {
 public final class Subprocess: @unchecked Sendable {
     public let process = Process()
     private let lock = NSLock()
-    private var stdoutText = ""
-    private var stderrText = ""
+    /// Bytes, not text, so a character split across two reads decodes whole.
+    private var stdoutBytes = Data()
+    private var stderrBytes = Data()
     private let stdinPipe = Pipe()
     /// How many of stdout and stderr have reached end of file: all output has been read once both have.
     private var endedStreams = 0
@@ -33,19 +34,27 @@ public final class Subprocess: @unchecked Sendable {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = stdinPipe
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            if data.isEmpty { return self.ended(handle) }
-            self.lock.withLock { self.stdoutText += String(decoding: data, as: UTF8.self) }
-        }
-        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            let data = handle.availableData
-            guard let self else { return }
-            if data.isEmpty { return self.ended(handle) }
-            self.lock.withLock { self.stderrText += String(decoding: data, as: UTF8.self) }
-        }
         try process.run()
+        read(out.fileHandleForReading, isStandardOutput: true)
+        read(err.fileHandleForReading, isStandardOutput: false)
+    }
+
+    /// Reads a pipe on a thread of its own with blocking reads until end of file, so every byte the
+    /// child wrote is appended, in order, before the stream counts as ended. (Foundation's
+    /// `readabilityHandler` may run its handler concurrently on Linux, so the end-of-file call could
+    /// overtake the last chunk; CI once lost the tail of a command's output that way.)
+    private func read(_ handle: FileHandle, isStandardOutput: Bool) {
+        Thread.detachNewThread { [weak self] in
+            while true {
+                let data = handle.availableData
+                guard let self else { return }
+                if data.isEmpty { break }
+                self.lock.withLock {
+                    if isStandardOutput { self.stdoutBytes.append(data) } else { self.stderrBytes.append(data) }
+                }
+            }
+            self?.lock.withLock { self?.endedStreams += 1 }
+        }
     }
 
     /// Runs a command to completion (bounded by `timeout`) and returns its exit status and output.
@@ -58,13 +67,8 @@ public final class Subprocess: @unchecked Sendable {
         return (status, child.stdout, child.stderr)
     }
 
-    private func ended(_ handle: FileHandle) {
-        handle.readabilityHandler = nil
-        lock.withLock { endedStreams += 1 }
-    }
-
-    public var stdout: String { lock.withLock { stdoutText } }
-    public var stderr: String { lock.withLock { stderrText } }
+    public var stdout: String { String(decoding: lock.withLock { stdoutBytes }, as: UTF8.self) }
+    public var stderr: String { String(decoding: lock.withLock { stderrBytes }, as: UTF8.self) }
 
     public func send(_ text: String) throws {
         try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
@@ -122,7 +126,7 @@ public final class Subprocess: @unchecked Sendable {
         }
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
         // them are gone (bounded, in case a grandchild keeps them open).
-        let drained = ContinuousClock.now + .seconds(2)
+        let drained = ContinuousClock.now + .seconds(10)
         while lock.withLock({ endedStreams < 2 }) && ContinuousClock.now < drained {
             try await Task.sleep(for: .milliseconds(1))
         }
