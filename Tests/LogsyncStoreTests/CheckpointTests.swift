@@ -1,0 +1,107 @@
+import Foundation
+import LogsyncCore
+@testable import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// The store replaces SQLite's automatic checkpoint with its own (`Store/Checkpoints.swift`): passive
+/// checkpoints after the writer lock is released, on the committing thread or on a checkpoint thread
+/// during imports, and a pass under the writer lock once the WAL is past `Store.restartFrames`. If that
+/// machinery stops working, nothing fails at once: the WAL just grows (to `writerCheckpointFrames`, where
+/// the writer's fallback takes over) and readers slow down. These tests make that visible.
+@Suite("Background checkpoints")
+struct CheckpointTests {
+    static let schema = Schema(version: 1, entities: [Entity("Doc", attributes: [Attribute("body", .text)])])
+
+    /// 16,000 characters: a row and its state take about four pages each (overflow pages), so a few
+    /// thousand imported changes write more WAL frames than `Store.restartFrames`.
+    static let body = String(repeating: "b", count: 16_000)
+
+    /// Imports `segments` segments from one remote node, each of `transactions` transactions of
+    /// `changes` inserts, in batches of `batchChanges` changes (each batch a sync transaction).
+    static func importInserts(
+        into store: Store, segments: Int, transactions: Int, changes: Int, batchChanges: Int
+    ) throws {
+        let origin = NodeID(UUID().uuidString.lowercased())
+        var sequence: UInt64 = 0
+        for _ in 0..<segments {
+            let batch = (0..<transactions).map { _ in
+                sequence += 1
+                return LogTransaction(
+                    sequence: sequence, timestamp: HLCTimestamp(rawValue: sequence << 20), author: "remote", contextName: nil,
+                    changes: (0..<changes).map { _ in
+                        LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text(body)])
+                    })
+            }
+            let header = SegmentHeader(
+                schemaVersion: 1, account: "default", node: origin, firstSequence: batch[0].sequence,
+                lastSequence: sequence, minTimestamp: batch[0].timestamp, maxTimestamp: batch[batch.count - 1].timestamp,
+                transactionCount: batch.count)
+            let outcome = try store.importSegment(
+                header: header, transactions: batch, checksum: sequence, account: "default", batchChanges: batchChanges)
+            #expect(outcome == .applied(transactions: transactions))
+        }
+    }
+
+    /// Size in bytes of the file at `path`, 0 when it does not exist.
+    static func fileSize(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0
+    }
+
+    /// File descriptors of this process open on `path` or its `-wal`, `-shm` and `-journal` files.
+    static func openDescriptors(on path: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { descriptor in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"),
+                target == path || target.hasPrefix(path + "-")
+            else { return nil }
+            return target
+        }
+    }
+
+    @Test("after imports past restartFrames, the WAL stays bounded and starts over once the checkpoints ran")
+    func walStaysBounded() throws {
+        let directory = try TemporaryDirectory("ckpt")
+        let path = directory.file("store.sqlite")
+        let store = try Store(path: path, schema: Self.schema)
+        // 2,000 changes of about 8 pages each: some 16,000 pages, more than the WAL may hold.
+        try Self.importInserts(into: store, segments: 20, transactions: 10, changes: 10, batchChanges: 50)
+        store.waitForBackgroundCheckpoints()
+
+        let connection = try Connection(path: path)
+        let pageSize = try #require(try connection.int64("PRAGMA page_size"))
+        let pages = try #require(try connection.int64("PRAGMA page_count"))
+        // Whatever timing the checkpoints had, the WAL may grow past restartFrames only by what one batch
+        // appends while the pass under the writer lock waits for it, and a checkpoint's worth.
+        let boundFrames = Store.restartFrames + 2 * Store.checkpointFrames
+        #expect(Int(pages) > boundFrames, "the import must write more pages than the WAL may hold, else the bound proves nothing")
+        let frameBytes = Int(pageSize) + 24
+        #expect(Self.fileSize(path + "-wal") <= 32 + boundFrames * frameBytes)
+
+        // The last batch's checkpoint has run: the WAL holds fewer frames not yet copied than a checkpoint
+        // waits for, so a write now either starts it over or appends to a short one.
+        try store.write { tx in try tx.insert("Doc", ["id": Fixtures.id(), "body": "after"]) }
+        let result = try connection.rows("PRAGMA wal_checkpoint(PASSIVE)")
+        guard case .integer(let frames)? = result.first?[1] else {
+            Issue.record("PRAGMA wal_checkpoint returned \(result)")
+            return
+        }
+        #expect(Int(frames) < 2 * Store.checkpointFrames, "WAL frames after the import's checkpoints and one small write: \(frames)")
+        #expect(Self.fileSize(path + "-wal") <= 32 + boundFrames * frameBytes)
+    }
+
+    @Test("closing the store closes every file it opened, the checkpoint thread's included")
+    func closingLeavesNoDescriptors() throws {
+        let directory = try TemporaryDirectory("ckpt")
+        let path = directory.file("store.sqlite")
+        var store: Store? = try Store(path: path, schema: Self.schema)
+        // About 1,600 pages, past checkpointFrames: the import hands a checkpoint to the checkpoint thread,
+        // which opens its own connection.
+        try Self.importInserts(into: try #require(store), segments: 2, transactions: 10, changes: 10, batchChanges: 100)
+        store?.waitForBackgroundCheckpoints()
+        let databaseDescriptors = try Self.openDescriptors(on: path).filter { $0 == path }
+        #expect(databaseDescriptors.count == 3, "writer, reader and checkpoint connections: \(databaseDescriptors)")
+
+        store = nil
+        #expect(try Self.openDescriptors(on: path) == [])
+    }
+}
