@@ -90,7 +90,8 @@ enum SchemaSQL {
     /// row in the WAL, for states of 100–200 bytes. With a rowid, new states are appended to the end of
     /// the table, and only the index, whose entries are a third the size, takes random inserts: about a
     /// third fewer WAL frames per imported insert (`docs/BENCHMARKS.md`, replay). The price is a second
-    /// B-tree probe when a state is loaded, which the merge does far less often than it stores new ones.
+    /// B-tree probe when a state is loaded (for updates and deletes; a new row's state is stored without
+    /// looking for an old one) and the key stored twice, in the table and in the index.
     static let rowStates = """
         CREATE TABLE IF NOT EXISTS _ls_row(
             id INTEGER PRIMARY KEY,
