@@ -1,6 +1,6 @@
 import Foundation
 import LogsyncCore
-import LogsyncStore
+@testable import LogsyncStore
 import LogsyncTestKit
 import Testing
 
@@ -79,5 +79,74 @@ struct MigrationTests {
         #expect(result.status == 0)
         let error = try #require(throws: StoreError.self) { try Store(path: path, schema: Self.v1) }
         #expect(error.description.contains("not managed by logsync"))
+    }
+
+    /// One remote transaction of `changes`, from `origin`, as segment `sequence` (a segment of its own).
+    static func importTransaction(_ store: Store, from origin: NodeID, sequence: UInt64, at time: UInt64, _ changes: [LogChange]) throws {
+        let transaction = LogTransaction(
+            sequence: sequence, timestamp: HLCTimestamp(rawValue: time << 20), author: "remote", contextName: nil, changes: changes)
+        let header = SegmentHeader(
+            schemaVersion: 1, account: "default", node: origin, firstSequence: sequence, lastSequence: sequence,
+            minTimestamp: transaction.timestamp, maxTimestamp: transaction.timestamp, transactionCount: 1)
+        #expect(try store.importSegment(header: header, transactions: [transaction], checksum: sequence, account: "default") == .applied(transactions: 1))
+    }
+
+    @Test("a format-1 store, row states keyed by (entity, pk), is migrated on open with every state kept")
+    func rowStatesMigrateToRowidTable() throws {
+        let directory = try TemporaryDirectory("mig")
+        let path = directory.file("s.sqlite")
+        let origin = NodeID(UUID().uuidString.lowercased())
+        let keys = (0..<3).map { _ in Fixtures.id() }
+        do {
+            let store = try Store(path: path, schema: Self.v1)
+            try Self.importTransaction(
+                store, from: origin, sequence: 1, at: 10,
+                keys.map { LogChange(entity: "Item", primaryKey: $0, kind: .insert, causalLength: 1, values: ["name": .text("v1")]) })
+        }
+        // Put the store back in format 1: the same states in a table clustered on (entity, pk).
+        let states: [[DatabaseValue]]
+        do {
+            let connection = try Connection(path: path)
+            states = try connection.rows("SELECT entity, pk, cl, state FROM _ls_row ORDER BY entity, pk")
+            try connection.execute(
+                """
+                CREATE TABLE _ls_row_old(
+                    entity INTEGER NOT NULL, pk NOT NULL, cl INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (entity, pk)
+                ) WITHOUT ROWID;
+                INSERT INTO _ls_row_old SELECT entity, pk, cl, state FROM _ls_row;
+                DROP TABLE _ls_row;
+                ALTER TABLE _ls_row_old RENAME TO _ls_row;
+                UPDATE _ls_meta SET value = 1 WHERE key = 'format';
+                """)
+        }
+        #expect(states.count == 3)
+
+        let store = try Store(path: path, schema: Self.v1)
+        #expect(try store.read("SELECT value FROM _ls_meta WHERE key = 'format'") == [[.integer(2)]])
+        #expect(try store.read("SELECT name FROM pragma_table_info('_ls_row') ORDER BY cid").first == [.text("id")])
+        #expect(try store.read("SELECT count(*) FROM sqlite_master WHERE name = '_ls_row_key'") == [[.integer(1)]])
+        #expect(try store.read("SELECT entity, pk, cl, state FROM _ls_row ORDER BY entity, pk") == states)
+
+        // The merge finds the migrated states: an older write loses to them, a newer one wins.
+        try Self.importTransaction(
+            store, from: origin, sequence: 2, at: 5,
+            [LogChange(entity: "Item", primaryKey: keys[0], kind: .update, causalLength: 1, values: ["name": .text("older")])])
+        try Self.importTransaction(
+            store, from: origin, sequence: 3, at: 20,
+            [LogChange(entity: "Item", primaryKey: keys[1], kind: .update, causalLength: 1, values: ["name": .text("newer")])])
+        #expect(try store.read("SELECT name FROM Item WHERE id = ?", [keys[0]]) == [[.text("v1")]])
+        #expect(try store.read("SELECT name FROM Item WHERE id = ?", [keys[1]]) == [[.text("newer")]])
+        #expect(try store.read("SELECT count(*) FROM _ls_row") == [[.integer(3)]])
+    }
+
+    @Test("a store of a newer format is refused and left as it is")
+    func newerFormatRefused() throws {
+        let directory = try TemporaryDirectory("mig")
+        let path = directory.file("s.sqlite")
+        _ = try Store(path: path, schema: Self.v1)
+        try Connection(path: path).execute("UPDATE _ls_meta SET value = \(SchemaSQL.formatVersion + 1) WHERE key = 'format'")
+        let error = try #require(throws: StoreError.self) { try Store(path: path, schema: Self.v1) }
+        #expect(error.code == .incompatibleFormat)
+        #expect(try Connection(path: path).int64("SELECT value FROM _ls_meta WHERE key = 'format'") == SchemaSQL.formatVersion + 1)
     }
 }

@@ -18,6 +18,10 @@ struct SchemaRegistration {
                 "this store was written by a newer logsync (store format \(format), this build reads up to \(SchemaSQL.formatVersion)); upgrade logsync",
                 path: connection.path)
         }
+        if let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'"), format < 2 {
+            try migrateRowStatesToRowid()
+        }
+        try connection.execute(SchemaSQL.rowStates)
         try connection.execute(
             "INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('format', ?), ('node', ?)",
             [.integer(SchemaSQL.formatVersion), .text(UUID().uuidString.lowercased())])
@@ -50,6 +54,20 @@ struct SchemaRegistration {
         let catalog = try catalog()
         try installTriggers(catalog)
         return catalog
+    }
+
+    /// Format 1 → 2: `_ls_row` becomes a rowid table with a unique index on (entity, pk)
+    /// (``SchemaSQL/rowStates`` says why). The states are copied unchanged, in key order; like the rest of
+    /// registration this runs in the opening transaction, so a crash leaves either format, never a mix.
+    private func migrateRowStatesToRowid() throws {
+        try connection.execute(
+            """
+            ALTER TABLE _ls_row RENAME TO _ls_row_v1;
+            \(SchemaSQL.rowStates)
+            INSERT INTO _ls_row(entity, pk, cl, state) SELECT entity, pk, cl, state FROM _ls_row_v1 ORDER BY entity, pk;
+            DROP TABLE _ls_row_v1;
+            UPDATE _ls_meta SET value = 2 WHERE key = 'format';
+            """)
     }
 
     private func storedSchema() throws -> Schema? {

@@ -7,8 +7,11 @@ import LogsyncCore
 /// writes from processes that do not load logsync (the `sqlite3` shell, a Python script). See
 /// `docs/history.md`.
 enum SchemaSQL {
-    /// Bumped when logsync's own tables change shape.
-    static let formatVersion: Int64 = 1
+    /// Bumped when logsync's own tables change shape; `SchemaRegistration` migrates older stores.
+    ///
+    /// - 1: `_ls_row` keyed by (entity, pk), `WITHOUT ROWID`.
+    /// - 2: `_ls_row` is a rowid table with a unique index on (entity, pk) (``rowStates``).
+    static let formatVersion: Int64 = 2
 
     /// The history log: change rows (kind 1–3) appended by triggers, closed by a commit marker (kind 0)
     /// that carries the transaction's clock, author, context and origin. A marker's `seq` is the token.
@@ -34,13 +37,6 @@ enum SchemaSQL {
         CREATE TABLE IF NOT EXISTS _ls_state(id INTEGER PRIMARY KEY CHECK (id = 1), merging INTEGER NOT NULL);
         INSERT OR IGNORE INTO _ls_state(id, merging) VALUES (1, 0);
         CREATE TABLE IF NOT EXISTS _ls_node(idx INTEGER PRIMARY KEY, node TEXT NOT NULL UNIQUE);
-        CREATE TABLE IF NOT EXISTS _ls_row(
-            entity INTEGER NOT NULL,
-            pk NOT NULL,
-            cl INTEGER NOT NULL,
-            state BLOB NOT NULL,
-            PRIMARY KEY (entity, pk)
-        ) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS _ls_ref(
             target_entity INTEGER NOT NULL,
             target NOT NULL,
@@ -84,6 +80,27 @@ enum SchemaSQL {
             at INTEGER NOT NULL,
             UNIQUE (node, first_seq, last_seq, location)
         );
+        """
+
+    /// The merge's row states (`docs/merge.md`), one per row ever seen, found by (entity, pk) through
+    /// `_ls_row_key`.
+    ///
+    /// Not keyed by (entity, pk) itself: keys are random (UUIDs), so in a table clustered on them every
+    /// new state lands on a different page, and every import batch rewrote about one 4 KiB page per new
+    /// row in the WAL, for states of 100–200 bytes. With a rowid, new states are appended to the end of
+    /// the table, and only the index, whose entries are a third the size, takes random inserts: about a
+    /// third fewer WAL frames per imported insert (`docs/BENCHMARKS.md`, replay). The price is a second
+    /// B-tree probe when a state is loaded (for updates and deletes; a new row's state is stored without
+    /// looking for an old one) and the key stored twice, in the table and in the index.
+    static let rowStates = """
+        CREATE TABLE IF NOT EXISTS _ls_row(
+            id INTEGER PRIMARY KEY,
+            entity INTEGER NOT NULL,
+            pk NOT NULL,
+            cl INTEGER NOT NULL,
+            state BLOB NOT NULL
+        );
+        CREATE UNIQUE INDEX IF NOT EXISTS _ls_row_key ON _ls_row(entity, pk);
         """
 
     /// Delete-rule triggers stand aside while the merge writes the projection: the merge applies the same

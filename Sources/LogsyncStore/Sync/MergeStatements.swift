@@ -37,9 +37,15 @@ final class MergeStatements {
         try prepared(&loadStateStatement, "SELECT cl, state FROM _ls_row WHERE entity = ? AND pk = ?")
     }
 
-    /// `INSERT OR REPLACE INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?)`
+    /// `INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) ON CONFLICT(entity, pk) DO UPDATE …`
+    ///
+    /// An upsert, not `INSERT OR REPLACE`: a replace deletes the old row and appends a new one with a new
+    /// rowid, writing two pages of `_ls_row` and two index entries where an update in place writes one page.
     func saveState() throws -> Statement {
-        try prepared(&saveStateStatement, "INSERT OR REPLACE INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?)")
+        try prepared(
+            &saveStateStatement,
+            "INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) "
+                + "ON CONFLICT(entity, pk) DO UPDATE SET cl = excluded.cl, state = excluded.state")
     }
 
     /// `INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`
