@@ -164,7 +164,7 @@ final class PrintedLines: Sendable {
     var lines: [String] { storage.withLock { $0 } }
 
     /// Waits until `line` has been printed, for at most `timeout`.
-    func waitFor(_ line: String, within timeout: Duration = .seconds(5)) async throws {
+    func waitFor(_ line: String, within timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
         while !lines.contains(line) {
             guard ContinuousClock.now < deadline else { throw StreamTimeout(delivered: lines.count) }
