@@ -9,21 +9,20 @@ public struct SyncConfiguration: Sendable {
     /// Which account's logs to exchange; segments of other accounts are rejected.
     public var account: String
     /// At most this many changes per exported segment (a larger single transaction gets a segment of its
-    /// own). Each segment is applied in one SQLite transaction, so this bounds how long an import holds
-    /// the write lock.
+    /// own).
     public var maximumChangesPerSegment: Int
-    /// Imports apply whole transactions in batches of at most this many changes, each batch one SQLite
-    /// transaction, so a local writer waits for one batch at most, whatever size the sender's segments.
-    public var maximumChangesPerBatch: Int
+    /// How imports group whole remote transactions into SQLite transactions, across segments: as many as
+    /// possible, ending a batch as soon as a local writer announces itself (``ImportBatching``).
+    public var batching: ImportBatching
     public var limits: SegmentLimits
 
     public init(
-        account: String = "default", maximumChangesPerSegment: Int = 2_000, maximumChangesPerBatch: Int = 500,
+        account: String = "default", maximumChangesPerSegment: Int = 2_000, batching: ImportBatching = ImportBatching(),
         limits: SegmentLimits = .default
     ) {
         self.account = account
         self.maximumChangesPerSegment = maximumChangesPerSegment
-        self.maximumChangesPerBatch = maximumChangesPerBatch
+        self.batching = batching
         self.limits = limits
     }
 }
@@ -93,46 +92,67 @@ public final class SyncEngine: Sendable {
         report.ignored = scan.ignored
         let byNode = Dictionary(grouping: scan.segments, by: \.node)
         for (origin, names) in byNode.sorted(by: { $0.key < $1.key }) {
-            var cursor = try store.appliedSequence(from: origin)
-            for name in names.sorted() {
-                if name.lastSequence <= cursor {
-                    try checkApplied(name, cursor: cursor, into: &report)
-                    continue
-                }
-                // The next segment, or one interrupted between batches (resumed only with the same bytes).
-                guard name.firstSequence <= cursor + 1 else {
-                    report.waiting[origin] = cursor + 1
-                    break
-                }
-                guard let segment = try load(name, into: &report) else {
-                    report.waiting[origin] = cursor + 1
-                    break
-                }
-                if segment.header.schemaVersion > store.schema.version {
-                    report.heldForSchema.append(name)
-                    break
-                }
-                if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
-                    report.heldForClockSkew.append(name)
-                    break
-                }
-                switch try store.importSegment(
-                    header: segment.header, transactions: segment.transactions, checksum: segment.checksum,
-                    account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
-                    batchChanges: configuration.maximumChangesPerBatch, limits: configuration.limits)
-                {
-                case .applied(let count):
-                    report.applied.append(name)
-                    report.appliedTransactions += count
-                    verified.insert(name)
-                    cursor = name.lastSequence
-                case .alreadyApplied:
-                    cursor = try store.appliedSequence(from: origin)
-                case .gap(let expected):
-                    report.waiting[origin] = expected
-                case .divergent:
-                    try quarantine(name, reason: "partly applied from different content: same node and sequences", location: describe(name), into: &report)
-                }
+            var pending = names.sorted()[...]
+            // Segments the import finds at or below the cursor are checked once it is done: quarantining
+            // one is a write, which cannot happen while the import holds the write lock.
+            var belowCursor: [SegmentName] = []
+            let start = try store.appliedSequence(from: origin)
+            while let name = pending.first, name.lastSequence <= start {
+                belowCursor.append(name)
+                pending.removeFirst()
+            }
+            var loaded: [UInt64: SegmentName] = [:]
+            try store.importSegments(
+                from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
+                batching: configuration.batching, limits: configuration.limits,
+                next: { cursor in
+                    while let name = pending.popFirst() {
+                        if name.lastSequence <= cursor {
+                            belowCursor.append(name)
+                            continue
+                        }
+                        // The next segment, or one interrupted between batches (resumed only with the same bytes).
+                        guard name.firstSequence <= cursor + 1 else {
+                            report.waiting[origin] = cursor + 1
+                            return nil
+                        }
+                        guard let segment = try load(name, into: &report) else {
+                            report.waiting[origin] = cursor + 1
+                            return nil
+                        }
+                        if segment.header.schemaVersion > store.schema.version {
+                            report.heldForSchema.append(name)
+                            return nil
+                        }
+                        if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
+                            report.heldForClockSkew.append(name)
+                            return nil
+                        }
+                        loaded[segment.header.firstSequence] = name
+                        return segment
+                    }
+                    return nil
+                },
+                outcome: { segment, outcome in
+                    guard let name = loaded[segment.header.firstSequence] else { return }
+                    switch outcome {
+                    case .applied(let count):
+                        report.applied.append(name)
+                        report.appliedTransactions += count
+                        verified.insert(name)
+                    case .alreadyApplied:
+                        break
+                    case .gap(let expected):
+                        report.waiting[origin] = expected
+                    case .divergent:
+                        try quarantine(
+                            name, reason: "partly applied from different content: same node and sequences", location: describe(name),
+                            into: &report)
+                    }
+                })
+            if !belowCursor.isEmpty {
+                let cursor = try store.appliedSequence(from: origin)
+                for name in belowCursor { try checkApplied(name, cursor: cursor, into: &report) }
             }
         }
     }
@@ -163,14 +183,8 @@ public final class SyncEngine: Sendable {
         if !known { report.quarantined.append(name) }
     }
 
-    private struct LoadedSegment {
-        var header: SegmentHeader
-        var transactions: [LogTransaction]
-        var checksum: UInt64
-    }
-
     /// Reads and verifies a segment completely before anything of it is used.
-    private func load(_ name: SegmentName, into report: inout SyncReport) throws -> LoadedSegment? {
+    private func load(_ name: SegmentName, into report: inout SyncReport) throws -> SegmentImport? {
         let bytes: [UInt8]
         do {
             bytes = try transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes)
@@ -191,7 +205,7 @@ public final class SyncEngine: Sendable {
             }
             var transactions: [LogTransaction] = []
             while let transaction = try decoder.next() { transactions.append(transaction) }
-            return LoadedSegment(header: header, transactions: transactions, checksum: Self.checksum(bytes))
+            return SegmentImport(header: header, transactions: transactions, checksum: Self.checksum(bytes))
         } catch {
             report.rejected.append(RejectedSegment(name: name, reason: error.description))
             return nil

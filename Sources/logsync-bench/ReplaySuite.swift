@@ -9,7 +9,7 @@ import LogsyncStore
 /// Each round, in fresh temporary directories:
 /// - logsync: N Note inserts are written into a source store in transactions of 1,000 rows and exported
 ///   (`exportToOutbox`, at most 2,000 changes per segment). Timed: every segment is decoded with
-///   `SegmentDecoder` and imported into a fresh target store with `importSegment`, one after another.
+///   `SegmentDecoder` and imported into a fresh target store with `importSegments`, which asks for them one after another and groups them into as few SQLite transactions as no writer waits for.
 /// - baseline: the same rows are inserted into a plain database with the store's DDL and pragmas, with a
 ///   session attached to `Note` before the first insert, in the same transactions of 1,000 rows; the
 ///   session's changeset is then applied with `sqlite3changeset_apply` to a fresh plain database (timed).
@@ -51,7 +51,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             Report.progress(
                 "  round \(index + 1)/\(sizes.rounds): changeset_apply \(formatted(result.applySeconds)) s, "
                     + "ours \(formatted(result.oursSeconds)) s (decode \(formatted(result.decodeSeconds)) s, "
-                    + "importSegment \(formatted(result.importSeconds)) s), ratio \(formatted(result.throughputRatio, decimals: 4)); "
+                    + "import \(formatted(result.importSeconds)) s), ratio \(formatted(result.throughputRatio, decimals: 4)); "
                     + "\(result.segments) segments, \(grouped(result.segmentBytes)) B (body \(grouped(result.bodyBytes)) B before zlib) vs changeset \(grouped(result.changesetBytes)) B")
         }
 
@@ -69,7 +69,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             "  median: changeset_apply \(formatted(apply)) s (\(grouped(Int(changes / apply))) rows/s), "
                 + "ours \(formatted(ours)) s (\(grouped(Int(changes / ours))) changes/s): "
                 + "decode \(formatted(decode)) s (\(grouped(Int(changes / decode))) changes/s, \(formatted(100 * decode / ours, decimals: 1)) %), "
-                + "importSegment \(formatted(importing)) s (\(grouped(Int(changes / importing))) changes/s, "
+                + "import \(formatted(importing)) s (\(grouped(Int(changes / importing))) changes/s, "
                 + "\(formatted(100 * importing / ours, decimals: 1)) %)")
 
         Report.emit(metric("replay_vs_changeset_apply", ratio, unit: "x", goal: 0.5, .higher, decimals: 3))
@@ -127,7 +127,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         }
     }
 
-    /// logsync: export from a source store, then time decode + `importSegment` of every segment into a
+    /// logsync: export from a source store, then time `importSegments` of every segment (decoding included) into a
     /// fresh target store, and check that the target ends with exactly the source's rows.
     static func replay(_ rows: ArraySlice<NoteRow>, describe: Bool) throws -> (
         seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int
@@ -138,26 +138,11 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             let bytes = segments.reduce(0) { $0 + $1.bytes.count }
             let target = try Store(path: directory.path("target.sqlite"), schema: NoteFixture.schema)
 
-            let clock = ContinuousClock()
-            var decodeTime = Duration.zero
-            var importTime = Duration.zero
-            var transactions = 0
-            var bodyBytes = 0
-            var perSegment: [Double] = []
+            var imported = SegmentFixture.Imported()
             let seconds = try timed {
-                for segment in segments {
-                    let decodeStart = clock.now
-                    let decoded = try SegmentFixture.decode(segment.bytes)
-                    bodyBytes += decoded.uncompressedBytes
-                    let importStart = clock.now
-                    transactions += try SegmentFixture.importDecoded(decoded, into: target)
-                    let end = clock.now
-                    decodeTime += importStart - decodeStart
-                    importTime += end - importStart
-                    perSegment.append((end - importStart).seconds)
-                }
+                imported = try SegmentFixture.importAll(segments, from: NodeID(source.nodeID), into: target)
             }
-
+            let transactions = imported.transactions
             let expectedTransactions = (rows.count + SegmentFixture.transactionRows - 1) / SegmentFixture.transactionRows
             guard transactions == expectedTransactions else {
                 throw BenchError("imported \(transactions) transactions, expected \(expectedTransactions)")
@@ -167,12 +152,9 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             guard try target.read(SegmentFixture.selectRows) == source.read(SegmentFixture.selectRows) else {
                 throw BenchError("the target store's Note rows differ from the source store's")
             }
-            let tail = max(1, perSegment.count / 10)
-            Report.progress(
-                "    importSegment per segment: median of the first \(tail) \(formatted(Stats.median(Array(perSegment.prefix(tail))) * 1e3, decimals: 1)) ms, "
-                    + "of the last \(tail) \(formatted(Stats.median(Array(perSegment.suffix(tail))) * 1e3, decimals: 1)) ms, "
-                    + "longest \(formatted(perSegment.max()! * 1e3, decimals: 1)) ms")
-            return (seconds, decodeTime.seconds, importTime.seconds, segments.count, bytes, bodyBytes)
+            return (
+                seconds, imported.decodeSeconds, seconds - imported.decodeSeconds, segments.count, bytes,
+                imported.uncompressedBytes)
         }
     }
 

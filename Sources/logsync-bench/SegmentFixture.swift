@@ -60,17 +60,54 @@ enum SegmentFixture {
         return (decoder.header, transactions, decoder.uncompressedByteCount)
     }
 
-    /// Imports one decoded segment and checks that it was applied.
-    static func importDecoded(
-        _ decoded: (header: SegmentHeader, transactions: [LogTransaction], uncompressedBytes: Int), into store: Store
-    ) throws -> Int {
-        let outcome = try store.importSegment(
-            header: decoded.header, transactions: decoded.transactions, checksum: 0, account: account)
-        guard case .applied(let transactions) = outcome else {
-            throw BenchError(
-                "segment \(decoded.header.firstSequence)...\(decoded.header.lastSequence) was not applied: \(outcome)")
+    /// What ``importAll(_:from:into:segmentApplied:)`` did.
+    struct Imported {
+        var transactions = 0
+        /// Time spent decoding segments, in seconds: part of the import's time, as the import asks for
+        /// each segment when it is ready for it (the way `syncd` does).
+        var decodeSeconds = 0.0
+        /// Size of the segments' bodies before zlib.
+        var uncompressedBytes = 0
+    }
+
+    /// Imports `segments`, from the node `origin`, through `importSegments`: decoded one by one as the
+    /// import asks for them, in as few batches as it chooses. Checks that every segment was applied.
+    /// `segmentApplied` runs as each segment's outcome is reported (after its batch committed).
+    static func importAll(
+        _ segments: [OutboxSegment], from origin: NodeID, into store: Store, segmentApplied: () -> Void = {}
+    ) throws -> Imported {
+        var result = Imported()
+        var remaining = segments[...]
+        let clock = ContinuousClock()
+        var applied = Set<UInt64>()
+        try store.importSegments(
+            from: origin, account: account,
+            next: { _ in
+                guard let segment = remaining.popFirst() else { return nil }
+                let start = clock.now
+                let decoded = try decode(segment.bytes)
+                result.decodeSeconds += (clock.now - start).seconds
+                result.uncompressedBytes += decoded.uncompressedBytes
+                return SegmentImport(header: decoded.header, transactions: decoded.transactions, checksum: 0)
+            },
+            outcome: { segment, outcome in
+                guard case .applied(let transactions) = outcome else {
+                    throw BenchError("segment \(segment.header.firstSequence)...\(segment.header.lastSequence) was not applied: \(outcome)")
+                }
+                result.transactions += transactions
+                applied.insert(segment.header.firstSequence)
+                segmentApplied()
+            })
+        guard applied.count == segments.count else {
+            throw BenchError("\(segments.count) segments handed to the import, \(applied.count) applied")
         }
-        return transactions
+        return result
+    }
+
+    /// The node that exported `segments`.
+    static func origin(of segments: [OutboxSegment]) throws -> NodeID {
+        guard let first = segments.first else { throw BenchError("no segments to import") }
+        return try SegmentDecoder(bytes: first.bytes).header.node
     }
 
     static func changeCount(_ segments: [OutboxSegment]) throws -> Int {

@@ -7,8 +7,8 @@ import Synchronization
 /// `stall`: how long a local writer waits while a large remote import runs on the same store.
 ///
 /// N remote changes (Note inserts written into a source store in transactions of 1,000 rows and exported
-/// as segments of at most 2,000 changes) are imported into a fresh target store, segment after segment
-/// (decode, then `importSegment`), on the calling thread. Meanwhile a second thread performs one-row
+/// as segments of at most 2,000 changes) are imported into a fresh target store with `importSegments`,
+/// decoding each segment as the import asks for it (as `syncd` does), on the calling thread. Meanwhile a second thread performs one-row
 /// local writes (`target.write(author: "local") { INSERT … }`), back to back, until the import finishes,
 /// and records each write's latency with a monotonic clock.
 ///
@@ -69,11 +69,11 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
                     "  round \(index + 1)/\(sizes.rounds), \(variant.rawValue): longest write \(formatted(result.maximum * 1e3, decimals: 2)) ms, "
                         + "p50 \(formatted(result.p50 * 1e3, decimals: 3)) ms, p99 \(formatted(result.p99 * 1e3, decimals: 2)) ms, "
                         + "\(grouped(result.writes)) local writes (\(result.failures) failed); import \(formatted(result.importSeconds)) s "
-                        + "(\(grouped(Int(Double(changes) / result.importSeconds))) changes/s; decode \(formatted(result.decodeSeconds)) s, "
-                        + "longest importSegment \(formatted(result.longestImport * 1e3, decimals: 1)) ms); longest write = "
+                        + "(\(grouped(Int(Double(changes) / result.importSeconds))) changes/s; decode \(formatted(result.decodeSeconds)) s); "
+                        + "longest write = "
                         + "\(formatted(result.longestWait * 1e3, decimals: 1)) ms before its body (lock, BEGIN) + "
                         + "\(formatted(result.longestCommit * 1e3, decimals: 1)) ms after it (COMMIT), "
-                        + "\(result.longestSpan) importSegment calls finished while it waited (most for any write: \(result.maximumSpan)); "
+                        + "\(result.longestSpan) segments were committed while it waited (most for any write: \(result.maximumSpan)); "
                         + "longest COMMIT part of any write \(formatted(result.maximumCommit * 1e3, decimals: 1)) ms")
             }
         }
@@ -82,8 +82,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
                 "  \(variant.rawValue): longest write per round "
                     + results.map { formatted($0.maximum * 1e3, decimals: 2) }.joined(separator: ", ")
                     + " ms (median \(formatted(Stats.median(results.map(\.maximum)) * 1e3, decimals: 2)) ms, worst "
-                    + "\(formatted(results.map(\.maximum).max()! * 1e3, decimals: 2)) ms); longest importSegment per round "
-                    + results.map { formatted($0.longestImport * 1e3, decimals: 1) }.joined(separator: ", ") + " ms")
+                    + "\(formatted(results.map(\.maximum).max()! * 1e3, decimals: 2)) ms)")
         }
         let failures = (same + other).reduce(0) { $0 + $1.failures }
         if failures > 0 {
@@ -109,17 +108,15 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
         var p99: Double
         var writes: Int
         var failures: Int
-        /// The whole import (decode + importSegment of every segment), in seconds.
+        /// The whole import (decoding included), in seconds.
         var importSeconds: Double
         var decodeSeconds: Double
-        /// The longest single `importSegment` call, in seconds.
-        var longestImport: Double
         /// The longest write's parts: before its body ran, and after.
         var longestWait: Double
         var longestCommit: Double
         /// The longest post-body part of any write (commit, checkpoint).
         var maximumCommit: Double
-        /// `importSegment` calls that finished during the longest write, and the most during any write.
+        /// Segments whose batch committed during the longest write, and the most during any write.
         var longestSpan: Int
         var maximumSpan: Int
     }
@@ -134,19 +131,11 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
             writer.start()
 
             let clock = ContinuousClock()
-            var decodeTime = Duration.zero
-            var longestImport = Duration.zero
+            var imported = SegmentFixture.Imported()
             let importStart = clock.now
             do {
-                for segment in segments {
-                    let decodeStart = clock.now
-                    let decoded = try SegmentFixture.decode(segment.bytes)
-                    let segmentStart = clock.now
-                    _ = try SegmentFixture.importDecoded(decoded, into: target)
-                    writer.segmentImported()
-                    decodeTime += segmentStart - decodeStart
-                    longestImport = max(longestImport, clock.now - segmentStart)
-                }
+                imported = try SegmentFixture.importAll(
+                    segments, from: try SegmentFixture.origin(of: segments), into: target, segmentApplied: writer.segmentImported)
             } catch {
                 _ = writer.stop()
                 throw error
@@ -165,7 +154,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
             return RoundResult(
                 maximum: sorted.last!, p50: percentile(sorted, 0.50), p99: percentile(sorted, 0.99),
                 writes: samples.latencies.count, failures: samples.failures, importSeconds: importSeconds,
-                decodeSeconds: decodeTime.seconds, longestImport: longestImport.seconds,
+                decodeSeconds: imported.decodeSeconds,
                 longestWait: longest.map { samples.waits[$0] } ?? 0, longestCommit: longest.map { samples.commits[$0] } ?? 0,
                 maximumCommit: samples.commits.max() ?? 0, longestSpan: longest.map { samples.spans[$0] } ?? 0,
                 maximumSpan: samples.spans.max() ?? 0)
@@ -188,7 +177,7 @@ final class LocalWriter: Sendable {
         /// SQLite's busy handler, sealing), and seconds after the body (marker, `COMMIT`, any checkpoint).
         var waits: [Double] = []
         var commits: [Double] = []
-        /// Of each successful write: how many `importSegment` calls finished while it waited.
+        /// Of each successful write: how many segments' batches committed while it waited.
         var spans: [Int] = []
         var failures = 0
         var firstError: String?
@@ -211,8 +200,8 @@ final class LocalWriter: Sendable {
         running.wait()
     }
 
-    /// Called by the importer after each `importSegment`, so that a write can tell how many imports it
-    /// waited through.
+    /// Called by the importer as each segment's outcome is reported (after its batch committed), so that a
+    /// write can tell how many it waited through.
     func segmentImported() {
         importedSegments.add(1, ordering: .relaxed)
     }

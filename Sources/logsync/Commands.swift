@@ -145,7 +145,8 @@ struct Sync: ParsableCommand {
     @Option(help: "The shared folder (must exist).") var shared: String
     @Option(help: "Account whose logs to exchange.") var account: String = "default"
     @Option(help: "At most this many changes per exported segment.") var segmentChanges: Int = 2_000
-    @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = 500
+    @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = 50_000
+    @Option(help: "Imports commit at least this often, in milliseconds.") var batchMs: Int = 100
 
     func run() throws {
         try reportingErrors {
@@ -153,7 +154,9 @@ struct Sync: ParsableCommand {
             let transport = try DirectoryTransport(root: shared, account: account, node: NodeID(store.nodeID))
             let engine = SyncEngine(
                 store: store, transport: transport,
-                configuration: SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges, maximumChangesPerBatch: batchChanges))
+                configuration: SyncConfiguration(
+                    account: account, maximumChangesPerSegment: segmentChanges,
+                    batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMs)))
             let report = try engine.sync()
             for name in report.published { print("published \(name)") }
             for name in report.applied { print("applied \(name)") }

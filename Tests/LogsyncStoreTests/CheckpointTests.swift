@@ -38,7 +38,7 @@ struct CheckpointTests {
                 lastSequence: sequence, minTimestamp: batch[0].timestamp, maxTimestamp: batch[batch.count - 1].timestamp,
                 transactionCount: batch.count)
             let outcome = try store.importSegment(
-                header: header, transactions: batch, checksum: sequence, account: "default", batchChanges: batchChanges)
+                header: header, transactions: batch, checksum: sequence, account: "default", batching: ImportBatching(maximumChanges: batchChanges))
             #expect(outcome == .applied(transactions: transactions))
         }
     }

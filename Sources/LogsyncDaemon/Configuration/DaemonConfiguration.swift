@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncPlatform
+import LogsyncStore
 import LogsyncSync
 
 /// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
@@ -14,6 +15,7 @@ public struct DaemonConfiguration: Sendable {
     public var rescanIntervalMilliseconds: Int
     public var segmentChanges: Int
     public var batchChanges: Int
+    public var batchMilliseconds: Int
     public var maximumBackoffMilliseconds: Int
     public var socketPath: String
     /// Where the settings came from: a file path, or "embedded defaults".
@@ -41,8 +43,10 @@ public struct DaemonConfiguration: Sendable {
             meaning: "rescan the shared folder at least this often (inotify does not see other hosts' writes on NFS or synced folders)"),
         Key(table: "sync", name: "segment_changes", type: "integer", defaultValue: "2000",
             meaning: "at most this many changes per exported segment"),
-        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: "500",
-            meaning: "imports apply at most this many changes per SQLite transaction (whole transactions only)"),
+        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: "50000",
+            meaning: "imports apply at most this many changes per SQLite transaction (whole transactions only); a batch also ends as soon as a local writer announces itself"),
+        Key(table: "sync", name: "batch_ms", type: "integer", defaultValue: "100",
+            meaning: "imports commit at least this often, for writers that cannot announce themselves (the sqlite3 shell, other SQLite programs)"),
         Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
             meaning: "after failures, retry with exponential backoff up to this delay"),
         Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
@@ -55,7 +59,7 @@ public struct DaemonConfiguration: Sendable {
         let paths = DaemonPaths(environment: environment)
         var configuration = DaemonConfiguration(
             storePath: paths.state + "/store.sqlite", schemaPath: nil, account: "default", sharedFolder: paths.state + "/shared",
-            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: 500, maximumBackoffMilliseconds: 60_000,
+            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: 50_000, batchMilliseconds: 100, maximumBackoffMilliseconds: 60_000,
             socketPath: paths.runtime + "/syncd.sock", source: "embedded defaults")
         let chosen = file ?? paths.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
         guard let chosen else {
@@ -115,6 +119,7 @@ public struct DaemonConfiguration: Sendable {
             case ("sync", "rescan_interval_ms"): rescanIntervalMilliseconds = try positive()
             case ("sync", "segment_changes"): segmentChanges = try positive()
             case ("sync", "batch_changes"): batchChanges = try positive()
+            case ("sync", "batch_ms"): batchMilliseconds = try positive()
             case ("sync", "max_backoff_ms"): maximumBackoffMilliseconds = try positive()
             case ("control", "socket"):
                 socketPath = resolve(try string())
@@ -143,7 +148,9 @@ public struct DaemonConfiguration: Sendable {
 
     /// The engine settings these keys describe.
     public var syncConfiguration: SyncConfiguration {
-        SyncConfiguration(account: account, maximumChangesPerSegment: segmentChanges, maximumChangesPerBatch: batchChanges)
+        SyncConfiguration(
+            account: account, maximumChangesPerSegment: segmentChanges,
+            batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds))
     }
 
     /// Whether the shared folder is one the daemon may create: the embedded default under its own state.

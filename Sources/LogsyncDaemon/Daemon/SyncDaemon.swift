@@ -162,6 +162,7 @@ public final class SyncDaemon: @unchecked Sendable {
         applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
         applied.segmentChanges = new.segmentChanges
         applied.batchChanges = new.batchChanges
+        applied.batchMilliseconds = new.batchMilliseconds
         applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
         state.withLock { current = applied }
         loop.reconfigure(

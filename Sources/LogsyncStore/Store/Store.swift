@@ -23,6 +23,8 @@ public final class Store: Sendable {
     private let writer: Locked<WriterState>
     private let reader: Locked<Connection>
     private let checkpoints: Checkpoints
+    /// Lets a long import know that a writer waits (see ``WriterIntent``).
+    let intent: WriterIntent
 
     /// WAL frames (pages) after which a write transaction is followed by a checkpoint: SQLite's own
     /// automatic-checkpoint threshold. See ``Checkpoints``.
@@ -67,6 +69,7 @@ public final class Store: Sendable {
         self.path = path
         self.schema = schema
         self.options = options
+        self.intent = WriterIntent(storePath: path)
         do {
             let connection = try Self.openConnection(path, options: options)
             try connection.execute("BEGIN IMMEDIATE")
@@ -149,6 +152,10 @@ public final class Store: Sendable {
     /// The write path shared by local writes and imports: seal whatever foreign writers left, run the
     /// body, and close its changes with a marker, all in one transaction.
     func perform<T>(marker: Marker, _ body: (WriteTransaction) throws -> T) throws -> (result: T, token: HistoryToken?) {
+        try intent.announced { try write(marker: marker, body) }
+    }
+
+    private func write<T>(marker: Marker, _ body: (WriteTransaction) throws -> T) throws -> (result: T, token: HistoryToken?) {
         try withWriter(sync: false) { state in
             let connection = state.connection
             do {
@@ -427,7 +434,7 @@ public final class Store: Sendable {
     }
 
     private static func removeFiles(of path: String) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
+        for suffix in ["", "-wal", "-shm", "-journal", "-writers"] {
             try? FileManager.default.removeItem(atPath: path + suffix)
         }
     }

@@ -30,17 +30,6 @@ public struct QuarantineRecord: Sendable, Hashable {
     }
 }
 
-/// What importing one segment did.
-public enum ImportOutcome: Sendable, Hashable {
-    case applied(transactions: Int)
-    /// Already applied (a re-delivery): nothing done.
-    case alreadyApplied
-    /// Its first sequence is not the next one expected from that node: wait for the missing ones.
-    case gap(expected: UInt64)
-    /// Part of it was applied from different bytes: the node's history diverged. Quarantine it.
-    case divergent
-}
-
 /// Accumulates folded transactions into segments and stores them in the outbox, in the same SQLite
 /// transaction as the fold, so a crash can never lose or renumber exported history: what is published
 /// later is exactly what was committed here.
@@ -163,89 +152,8 @@ extension Store {
         }
     }
 
-    /// Applies a verified segment from another node, exactly once.
-    ///
-    /// The segment's transactions are applied in batches of whole transactions of at most `batchChanges`
-    /// changes (a larger transaction is a batch of its own): each batch — local history folded into the
-    /// outbox first, then every transaction merged and recorded in history with its origin, then the
-    /// node's cursor advanced to the batch's last sequence — is one SQLite transaction. Local writers get
-    /// the lock between batches; while they are busy, what they wrote is folded in a transaction of its own
-    /// before each batch, so that they wait for one or the other. A segment interrupted between batches
-    /// resumes where its cursor stopped,
-    /// but only with the same bytes (the checksum recorded with its first batch); different bytes are
-    /// ``ImportOutcome/divergent``. Re-deliveries and segments after a gap change nothing.
-    public func importSegment(
-        header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, account: String,
-        maximumChanges: Int = 2_000, batchChanges: Int = 500, limits: SegmentLimits = .default
-    ) throws -> ImportOutcome {
-        guard header.node != node else { return .alreadyApplied }
-        let origin = Value.text(header.node.rawValue)
-        var applied = 0
-        while true {
-            let localWriters = (try? shouldFoldBeforeBatch(header)) ?? false
-            if localWriters {
-                // Local writers are busy: a checkpoint running alongside the batch would make it, and so
-                // their wait, longer. Let the pages of the last batch be copied first, and copy this one's
-                // before the next (see `Checkpoints`).
-                waitForBackgroundCheckpoints()
-                // Folding their writes can be a good part of a batch's work while they keep coming: fold
-                // them in a transaction of their own first, so that a writer waiting for the lock waits
-                // for one of the two, not both. The batch folds whatever is written in between.
-                try foldIntoOutbox(account: account, maximumChanges: maximumChanges, limits: limits)
-            }
-            let step: ImportOutcome? = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
-                let connection = state.connection
-                let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [origin]) ?? 0)
-                if header.lastSequence <= cursor { return applied > 0 ? .applied(transactions: applied) : .alreadyApplied }
-                guard header.firstSequence <= cursor + 1 else { return .gap(expected: cursor + 1) }
-                if cursor >= header.firstSequence {
-                    let recorded = try connection.int64(
-                        "SELECT checksum FROM _ls_segment WHERE node = ? AND first_seq = ? AND last_seq = ?",
-                        [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence))])
-                    guard recorded == Int64(bitPattern: checksum) else { return .divergent }
-                }
-                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
-
-                var changes = 0
-                var last: LogTransaction?
-                for transaction in transactions where transaction.sequence > cursor {
-                    if last != nil, changes + transaction.changes.count > batchChanges { break }
-                    _ = try applyRemote(transaction, from: header.node, state: &state)
-                    changes += transaction.changes.count
-                    applied += 1
-                    last = transaction
-                    FaultInjection.point("import.mid-batch")
-                }
-                guard let last else { return .applied(transactions: applied) }
-                try skipOwnMergeHistory(&state)
-                try connection.execute(
-                    "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
-                    [origin, .integer(Int64(last.sequence)), .integer(last.timestamp.storageValue), .integer(Int64(WallClock.milliseconds()))])
-                try connection.execute(
-                    "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
-                    [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence)), .integer(Int64(bitPattern: checksum))])
-                return last.sequence == header.lastSequence ? .applied(transactions: applied) : nil
-            }
-            if let step { return step }
-            FaultInjection.point("import.between-batches")
-            // Let writers waiting for the lock — in this process or another — take their turn.
-            usleep(1_000)
-        }
-    }
-
-    /// Whether local history waits to be folded while the segment is one to apply, as far as a read outside
-    /// the write transaction can tell (the batch checks again): local writers are busy.
-    private func shouldFoldBeforeBatch(_ header: SegmentHeader) throws -> Bool {
-        try reading { connection in
-            let cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(header.node.rawValue)]) ?? 0)
-            guard header.lastSequence > cursor, header.firstSequence <= cursor + 1 else { return false }
-            return try connection.int64(
-                "SELECT 1 FROM _ls_log WHERE seq > ifnull((SELECT value FROM _ls_meta WHERE key = 'export_token'), 0) LIMIT 1") != nil
-        }
-    }
-
     /// Folds local history not yet exported into segments in the outbox, in a sync transaction of its own.
-    private func foldIntoOutbox(account: String, maximumChanges: Int, limits: SegmentLimits) throws {
+    func foldIntoOutbox(account: String, maximumChanges: Int, limits: SegmentLimits) throws {
         _ = try syncTransaction { state, _ in
             try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
         }
@@ -255,7 +163,7 @@ extension Store {
     /// most `maximumChanges` changes per segment, unless one transaction is larger). Returns how many
     /// segments were added.
     @discardableResult
-    private func foldIntoOutbox(_ state: inout WriterState, account: String, maximumChanges: Int, limits: SegmentLimits) throws -> Int {
+    func foldIntoOutbox(_ state: inout WriterState, account: String, maximumChanges: Int, limits: SegmentLimits) throws -> Int {
         let outbox = OutboxWriter(
             connection: state.connection, schemaVersion: schema.version, account: account, node: node,
             maximumChanges: maximumChanges, limits: limits)

@@ -1,0 +1,248 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import LogsyncCore
+import LogsyncPlatform
+
+private typealias Value = DatabaseValue
+
+/// What importing one segment did.
+public enum ImportOutcome: Sendable, Hashable {
+    case applied(transactions: Int)
+    /// Already applied (a re-delivery): nothing done.
+    case alreadyApplied
+    /// Its first sequence is not the next one expected from that node: wait for the missing ones.
+    case gap(expected: UInt64)
+    /// Part of it was applied from different bytes: the node's history diverged. Quarantine it.
+    case divergent
+}
+
+/// A verified segment from another node, decoded, ready to import.
+public struct SegmentImport: Sendable {
+    public var header: SegmentHeader
+    public var transactions: [LogTransaction]
+    /// The checksum of its bytes: a segment interrupted between batches resumes only with the same bytes.
+    public var checksum: UInt64
+
+    public init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
+        self.header = header
+        self.transactions = transactions
+        self.checksum = checksum
+    }
+}
+
+/// How an import groups other nodes' transactions into SQLite transactions (batches).
+///
+/// Each batch rewrites every page it touched, and with random keys that is nearly a page per row, so an
+/// import runs fastest in few large batches. A batch ends, at the end of a whole remote transaction:
+/// - as soon as a writer announces itself (every write through a `Store`, in any process, does: see
+///   `WriterIntent`), so that it waits for one remote transaction, not for the batch;
+/// - after ``maximumChanges`` changes, which bounds the WAL a batch leaves to checkpoint;
+/// - after ``maximumMilliseconds``, for writers that cannot announce themselves (the `sqlite3` shell).
+public struct ImportBatching: Sendable, Hashable {
+    public var maximumChanges: Int
+    public var maximumMilliseconds: Int
+
+    public init(maximumChanges: Int = 50_000, maximumMilliseconds: Int = 100) {
+        self.maximumChanges = maximumChanges
+        self.maximumMilliseconds = maximumMilliseconds
+    }
+}
+
+extension Store {
+    /// Applies a verified segment from another node, exactly once (``importSegments(from:account:maximumChanges:batching:limits:next:outcome:)``
+    /// with one segment).
+    public func importSegment(
+        header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, account: String,
+        maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(), limits: SegmentLimits = .default
+    ) throws -> ImportOutcome {
+        var segment: SegmentImport? = SegmentImport(header: header, transactions: transactions, checksum: checksum)
+        var result = ImportOutcome.alreadyApplied
+        try importSegments(
+            from: header.node, account: account, maximumChanges: maximumChanges, batching: batching, limits: limits,
+            next: { _ in defer { segment = nil }; return segment },
+            outcome: { _, outcome in
+                // A segment applied over several batches reports once, with all its transactions.
+                result = outcome
+            })
+        return result
+    }
+
+    /// Applies verified segments from `origin`, in sequence order, each exactly once.
+    ///
+    /// `next` is asked for the next segment, with the sequence applied so far from `origin` (the cursor,
+    /// as the open transaction sees it), until it returns nil. It runs while the store's write lock is
+    /// held, so it should only read and verify the segment. `outcome` is told what became of each segment
+    /// once that is committed, outside the lock.
+    ///
+    /// Remote transactions are applied in batches (``ImportBatching``); each batch — local history folded
+    /// into the outbox first, then remote transactions merged and recorded in history with their origin,
+    /// then the node's cursor advanced — is one SQLite transaction, so a crash leaves whole batches. A
+    /// segment interrupted between batches resumes where the cursor stopped, but only with the same bytes
+    /// (the checksum recorded with its first batch); different bytes are ``ImportOutcome/divergent``.
+    /// Re-deliveries and segments after a gap change nothing.
+    public func importSegments(
+        from origin: NodeID, account: String, maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(),
+        limits: SegmentLimits = .default,
+        next: (_ cursor: UInt64) throws -> SegmentImport?,
+        outcome: (SegmentImport, ImportOutcome) throws -> Void
+    ) throws {
+        guard origin != node else {
+            while let segment = try next(0) { try outcome(segment, .alreadyApplied) }
+            return
+        }
+        var run = ImportRun(origin: origin, batching: batching)
+        while true {
+            let localWriters = (try? localHistoryWaits()) ?? false
+            if localWriters {
+                // Local writers are busy: a checkpoint running alongside the batch would make it, and so
+                // their wait, longer. Let the pages of the last batch be copied first, and copy this one's
+                // before the next (see `Checkpoints`).
+                waitForBackgroundCheckpoints()
+                // Folding their writes can be a good part of a batch's work while they keep coming: fold
+                // them in a transaction of their own first, so that a writer waiting for the lock waits
+                // for one of the two, not both. The batch folds whatever is written in between.
+                try foldIntoOutbox(account: account, maximumChanges: maximumChanges, limits: limits)
+            }
+            let end = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
+                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
+                return try applyBatch(&run, state: &state, next: next)
+            }
+            for (segment, decided) in run.decided { try outcome(segment, decided) }
+            run.decided.removeAll()
+            switch end {
+            case .exhausted:
+                return
+            case .full:
+                FaultInjection.point("import.between-batches")
+            case .writerWaits:
+                FaultInjection.point("import.between-batches")
+                letForeignWriterIn()
+            case .timeUp:
+                FaultInjection.point("import.between-batches")
+                // A writer that cannot announce itself may be polling for the lock: leave it a moment.
+                usleep(1_000)
+            }
+        }
+    }
+
+    /// Why a batch ended.
+    private enum BatchEnd {
+        case exhausted, full, writerWaits, timeUp
+    }
+
+    /// The state of an import across its batches.
+    private struct ImportRun {
+        let origin: NodeID
+        let batching: ImportBatching
+        /// The segment being applied, and how many of its transactions were applied so far.
+        var current: SegmentImport?
+        var appliedOfCurrent = 0
+        /// Outcomes decided in the open transaction, reported once it commits.
+        var decided: [(SegmentImport, ImportOutcome)] = []
+
+        init(origin: NodeID, batching: ImportBatching) {
+            self.origin = origin
+            self.batching = batching
+        }
+    }
+
+    /// Inside a sync transaction: applies remote transactions until the batch ends.
+    private func applyBatch(
+        _ run: inout ImportRun, state: inout WriterState, next: (_ cursor: UInt64) throws -> SegmentImport?
+    ) throws -> BatchEnd {
+        let connection = state.connection
+        let origin = Value.text(run.origin.rawValue)
+        var cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [origin]) ?? 0)
+        let deadline = ContinuousClock.now + .milliseconds(run.batching.maximumMilliseconds)
+        var changes = 0
+        var end = BatchEnd.exhausted
+        batch: while true {
+            if run.current == nil {
+                guard let segment = try next(cursor) else { break batch }
+                let header = segment.header
+                guard header.node == run.origin else {
+                    throw StoreError(.schema, "a segment of node \(header.node) was handed to the import from node \(run.origin)", path: path)
+                }
+                if header.lastSequence <= cursor {
+                    run.decided.append((segment, .alreadyApplied))
+                    continue
+                }
+                guard header.firstSequence <= cursor + 1 else {
+                    run.decided.append((segment, .gap(expected: cursor + 1)))
+                    continue
+                }
+                if cursor >= header.firstSequence {
+                    let recorded = try connection.int64(
+                        "SELECT checksum FROM _ls_segment WHERE node = ? AND first_seq = ? AND last_seq = ?",
+                        [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence))])
+                    guard recorded == Int64(bitPattern: segment.checksum) else {
+                        run.decided.append((segment, .divergent))
+                        continue
+                    }
+                }
+                run.current = segment
+                run.appliedOfCurrent = 0
+            }
+            guard let segment = run.current else { continue }
+            var last: LogTransaction?
+            for transaction in segment.transactions where transaction.sequence > cursor {
+                if changes > 0, let reason = batchEnd(run.batching, changes: changes, adding: transaction.changes.count, deadline: deadline) {
+                    end = reason
+                    break
+                }
+                _ = try applyRemote(transaction, from: run.origin, state: &state)
+                changes += transaction.changes.count
+                run.appliedOfCurrent += 1
+                cursor = transaction.sequence
+                last = transaction
+                FaultInjection.point("import.mid-batch")
+            }
+            if let last { try recordProgress(segment, through: last, state: &state) }
+            if end != .exhausted { break batch }
+            run.decided.append((segment, .applied(transactions: run.appliedOfCurrent)))
+            run.current = nil
+        }
+        if changes > 0 { try skipOwnMergeHistory(&state) }
+        return end
+    }
+
+    /// Whether the batch ends before a remote transaction of `adding` changes, and why.
+    private func batchEnd(_ batching: ImportBatching, changes: Int, adding: Int, deadline: ContinuousClock.Instant) -> BatchEnd? {
+        if changes + adding > batching.maximumChanges { return .full }
+        if intent.writerWaits { return .writerWaits }
+        if ContinuousClock.now >= deadline { return .timeUp }
+        return nil
+    }
+
+    /// Advances the node's cursor to `last` and records the segment's checksum, so that it resumes only
+    /// with the same bytes.
+    private func recordProgress(_ segment: SegmentImport, through last: LogTransaction, state: inout WriterState) throws {
+        let connection = state.connection
+        let origin = Value.text(segment.header.node.rawValue)
+        try connection.execute(
+            "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ?, ?)",
+            [origin, .integer(Int64(last.sequence)), .integer(last.timestamp.storageValue), .integer(Int64(WallClock.milliseconds()))])
+        try connection.execute(
+            "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
+            [origin, .integer(Int64(segment.header.firstSequence)), .integer(Int64(segment.header.lastSequence)),
+             .integer(Int64(bitPattern: segment.checksum))])
+    }
+
+    /// After a batch that ended for an announced writer: in this process the fair writer lock lets it go
+    /// first; one in another process polls for SQLite's lock, so wait (briefly) until it has written.
+    private func letForeignWriterIn() {
+        guard !intent.writersOfThisProcess else { return }
+        let deadline = ContinuousClock.now + .milliseconds(50)
+        while intent.writerWaits, ContinuousClock.now < deadline { usleep(200) }
+    }
+
+    /// Whether local history waits to be folded, as far as a read outside the write transaction can tell
+    /// (the batch folds again in any case): local writers are busy.
+    private func localHistoryWaits() throws -> Bool {
+        try reading { connection in
+            try connection.int64(
+                "SELECT 1 FROM _ls_log WHERE seq > ifnull((SELECT value FROM _ls_meta WHERE key = 'export_token'), 0) LIMIT 1") != nil
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+@testable import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// Imports group remote transactions into as few SQLite transactions as no writer waits for
+/// (`ImportBatching`, `Sync/SegmentImport.swift`). Each test watches where batches end by reading, through
+/// the store's reader connection, the cursor that is *committed* whenever the import asks for its next
+/// segment: inside an open batch that is still the cursor from before the batch.
+@Suite("Import batching")
+struct ImportBatchingTests {
+    static let schema = Schema(version: 1, entities: [Entity("Doc", attributes: [Attribute("body", .text)])])
+
+    /// `count` segments from one remote node, each of `transactions` transactions of `changes` inserts.
+    static func segments(count: Int, transactions: Int, changes: Int) -> [SegmentImport] {
+        let origin = NodeID(UUID().uuidString.lowercased())
+        var sequence: UInt64 = 0
+        return (0..<count).map { _ in
+            let batch = (0..<transactions).map { _ in
+                sequence += 1
+                return LogTransaction(
+                    sequence: sequence, timestamp: HLCTimestamp(rawValue: sequence << 20), author: "remote", contextName: nil,
+                    changes: (0..<changes).map { _ in
+                        LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text("b")])
+                    })
+            }
+            let header = SegmentHeader(
+                schemaVersion: 1, account: "default", node: origin, firstSequence: batch[0].sequence, lastSequence: sequence,
+                minTimestamp: batch[0].timestamp, maxTimestamp: batch[batch.count - 1].timestamp, transactionCount: batch.count)
+            return SegmentImport(header: header, transactions: batch, checksum: sequence)
+        }
+    }
+
+    /// What an import of `segments` did: the committed cursor each time it asked for a segment, and the
+    /// outcome of every segment.
+    struct Observed {
+        var committedWhenAsked: [UInt64] = []
+        var outcomes: [ImportOutcome] = []
+    }
+
+    static func importObserving(_ segments: [SegmentImport], into store: Store, batching: ImportBatching) throws -> Observed {
+        let origin = segments[0].header.node
+        var pending = segments[...]
+        var observed = Observed()
+        try store.importSegments(
+            from: origin, account: "default", batching: batching,
+            next: { _ in
+                guard let segment = pending.popFirst() else { return nil }
+                observed.committedWhenAsked.append(try store.appliedSequence(from: origin))
+                return segment
+            },
+            outcome: { _, outcome in observed.outcomes.append(outcome) })
+        return observed
+    }
+
+    @Test("with no writer waiting, all segments are applied in one SQLite transaction")
+    func oneBatch() throws {
+        let directory = try TemporaryDirectory("batch")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let segments = Self.segments(count: 5, transactions: 4, changes: 5)
+        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        #expect(observed.committedWhenAsked == [0, 0, 0, 0, 0])
+        #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 5))
+        #expect(try store.appliedSequence(from: segments[0].header.node) == 20)
+        #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(100)]])
+    }
+
+    @Test("a batch ends before the remote transaction that would take it past maximumChanges")
+    func sizeBound() throws {
+        let directory = try TemporaryDirectory("batch")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let segments = Self.segments(count: 3, transactions: 4, changes: 5)
+        // Two transactions (10 changes) per batch: [1 2] [3 4 | 5 6] … the second segment is asked for
+        // inside the batch that started after transaction 2, the third inside the one after 6.
+        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumChanges: 12))
+        #expect(observed.committedWhenAsked == [0, 2, 6])
+        #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 3))
+        #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(60)]])
+    }
+
+    @Test("a writer announcing itself from another process ends the batch at the next whole transaction")
+    func announcedWriter() throws {
+        let directory = try TemporaryDirectory("batch")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        // What a `Store` in another process holds while it waits for the write lock and writes.
+        let writer = try AnnouncementLock(path: WriterIntent.path(of: store.path))
+        try writer.announce()
+        let segments = Self.segments(count: 3, transactions: 2, changes: 5)
+        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        // One transaction per batch: segment 2 is asked for in the batch after transaction 1, 3 after 3.
+        #expect(observed.committedWhenAsked == [0, 1, 3])
+        #expect(observed.outcomes == Array(repeating: .applied(transactions: 2), count: 3))
+
+        writer.withdraw()
+        let more = Self.segments(count: 3, transactions: 2, changes: 5)
+        #expect(try Self.importObserving(more, into: store, batching: ImportBatching()).committedWhenAsked == [0, 0, 0])
+    }
+
+    @Test("a batch ends after maximumMilliseconds, for writers that cannot announce themselves")
+    func timeBound() throws {
+        let directory = try TemporaryDirectory("batch")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let segments = Self.segments(count: 3, transactions: 2, changes: 5)
+        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumMilliseconds: 0))
+        #expect(observed.committedWhenAsked == [0, 1, 3])
+        #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(30)]])
+    }
+
+    @Test("a write through a Store announces itself until it has committed, to any other descriptor or process")
+    func writesAnnounce() throws {
+        let directory = try TemporaryDirectory("batch")
+        let path = directory.file("s.sqlite")
+        let store = try Store(path: path, schema: Self.schema)
+        let other = try Store(path: path, schema: Self.schema)
+        let probe = try AnnouncementLock(path: WriterIntent.path(of: path))
+        #expect(!probe.isAnnounced)
+        #expect(!store.intent.writerWaits)
+        try other.write { tx in
+            #expect(probe.isAnnounced)
+            #expect(store.intent.writerWaits, "the importing store sees the other store's writer")
+            try tx.execute("INSERT INTO Doc(id, body) VALUES (?, 'x')", [Fixtures.id()])
+        }
+        #expect(!probe.isAnnounced)
+        #expect(!store.intent.writerWaits)
+    }
+
+    @Test("an announcement ends when its lock is closed (as when a writer process dies)")
+    func announcementEndsWithDescriptor() throws {
+        let directory = try TemporaryDirectory("batch")
+        let path = directory.file("writers")
+        let probe = try AnnouncementLock(path: path)
+        do {
+            let writer = try AnnouncementLock(path: path)
+            try writer.announce()
+            try writer.announce()
+            #expect(probe.isAnnounced)
+            writer.withdraw()
+            #expect(!probe.isAnnounced)
+            try writer.announce()
+            #expect(probe.isAnnounced)
+        }
+        #expect(!probe.isAnnounced)
+    }
+}
