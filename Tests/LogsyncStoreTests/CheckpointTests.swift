@@ -33,10 +33,7 @@ struct CheckpointTests {
                         LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text(body)])
                     })
             }
-            let header = SegmentHeader(
-                schemaVersion: 1, account: "default", node: origin, firstSequence: batch[0].sequence,
-                lastSequence: sequence, minTimestamp: batch[0].timestamp, maxTimestamp: batch[batch.count - 1].timestamp,
-                transactionCount: batch.count)
+            let header = SegmentHeader.covering(batch, from: origin)
             let outcome = try store.importSegment(
                 header: header, transactions: batch, checksum: sequence, account: "default", batching: ImportBatching(maximumChanges: batchChanges))
             #expect(outcome == .applied(transactions: transactions))

@@ -26,10 +26,7 @@ struct ImportBatchingTests {
                         LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text("b")])
                     })
             }
-            let header = SegmentHeader(
-                schemaVersion: 1, account: "default", node: origin, firstSequence: batch[0].sequence, lastSequence: sequence,
-                minTimestamp: batch[0].timestamp, maxTimestamp: batch[batch.count - 1].timestamp, transactionCount: batch.count)
-            return SegmentImport(header: header, transactions: batch, checksum: sequence)
+            return SegmentImport(header: .covering(batch, from: origin), transactions: batch, checksum: sequence)
         }
     }
 

@@ -85,9 +85,7 @@ struct MigrationTests {
     static func importTransaction(_ store: Store, from origin: NodeID, sequence: UInt64, at time: UInt64, _ changes: [LogChange]) throws {
         let transaction = LogTransaction(
             sequence: sequence, timestamp: HLCTimestamp(rawValue: time << 20), author: "remote", contextName: nil, changes: changes)
-        let header = SegmentHeader(
-            schemaVersion: 1, account: "default", node: origin, firstSequence: sequence, lastSequence: sequence,
-            minTimestamp: transaction.timestamp, maxTimestamp: transaction.timestamp, transactionCount: 1)
+        let header = SegmentHeader.covering([transaction], from: origin)
         #expect(try store.importSegment(header: header, transactions: [transaction], checksum: sequence, account: "default") == .applied(transactions: 1))
     }
 

@@ -96,8 +96,7 @@ struct BatchedImportTests {
             LogTransaction(sequence: UInt64(sequence), timestamp: HLCTimestamp(rawValue: UInt64(sequence) << 20), author: "a", contextName: nil,
                            changes: [LogChange(entity: "Note", primaryKey: SyncCluster.id(), kind: .insert, causalLength: 1, values: ["title": .text("t\(sequence)")])])
         }
-        let header = SegmentHeader(schemaVersion: 1, account: "default", node: origin, firstSequence: 1, lastSequence: 2,
-                                   minTimestamp: transactions[0].timestamp, maxTimestamp: transactions[1].timestamp, transactionCount: 2)
+        let header = SegmentHeader.covering(transactions, from: origin)
         // Only the first transaction arrives in this call: the segment is left half applied.
         #expect(try b.importSegment(header: header, transactions: [transactions[0]], checksum: 42, account: "default") == .applied(transactions: 1))
         #expect(try b.appliedSequence(from: origin) == 1)
