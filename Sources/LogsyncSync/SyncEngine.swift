@@ -93,15 +93,9 @@ public final class SyncEngine: Sendable {
         let byNode = Dictionary(grouping: scan.segments, by: \.node)
         for (origin, names) in byNode.sorted(by: { $0.key < $1.key }) {
             var pending = names.sorted()[...]
-            // Segments the import finds at or below the cursor are checked once it is done: quarantining
-            // one is a write, which cannot happen while the import holds the write lock.
+            // Segments at or below the cursor are checked once the import is done: quarantining one is a
+            // write, which cannot happen while the import holds the write lock.
             var belowCursor: [SegmentName] = []
-            let start = try store.appliedSequence(from: origin)
-            while let name = pending.first, name.lastSequence <= start {
-                belowCursor.append(name)
-                pending.removeFirst()
-            }
-            var loaded: [UInt64: SegmentName] = [:]
             try store.importSegments(
                 from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
                 batching: configuration.batching, limits: configuration.limits,
@@ -128,13 +122,14 @@ public final class SyncEngine: Sendable {
                             report.heldForClockSkew.append(name)
                             return nil
                         }
-                        loaded[segment.header.firstSequence] = name
                         return segment
                     }
                     return nil
                 },
                 outcome: { segment, outcome in
-                    guard let name = loaded[segment.header.firstSequence] else { return }
+                    // `load` checked that the header says what the name says.
+                    let header = segment.header
+                    let name = SegmentName(node: header.node, firstSequence: header.firstSequence, lastSequence: header.lastSequence)
                     switch outcome {
                     case .applied(let count):
                         report.applied.append(name)

@@ -64,6 +64,23 @@ struct ImportBatchingTests {
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(100)]])
     }
 
+    @Test("an import that is handed no segment begins no write transaction")
+    func nothingToImport() throws {
+        let directory = try TemporaryDirectory("batch")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let segments = Self.segments(count: 2, transactions: 2, changes: 5)
+        _ = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        // `PRAGMA data_version` of another connection changes when anyone else commits. The sync engine
+        // hands over nothing when every segment it sees is applied or after a gap.
+        let watcher = try Connection(path: store.path)
+        let before = try watcher.int64("PRAGMA data_version")
+        var asked: [UInt64] = []
+        try store.importSegments(
+            from: segments[0].header.node, account: "default", next: { asked.append($0); return nil }, outcome: { _, _ in })
+        #expect(asked == [4], "asked once, with the committed cursor")
+        #expect(try watcher.int64("PRAGMA data_version") == before)
+    }
+
     @Test("a batch ends before the remote transaction that would take it past maximumChanges")
     func sizeBound() throws {
         let directory = try TemporaryDirectory("batch")

@@ -71,8 +71,9 @@ extension Store {
     /// Applies verified segments from `origin`, in sequence order, each exactly once.
     ///
     /// `next` is asked for the next segment, with the sequence applied so far from `origin` (the cursor,
-    /// as the open transaction sees it), until it returns nil. It runs while the store's write lock is
-    /// held, so it should only read and verify the segment. `outcome` is told what became of each segment
+    /// as the open transaction sees it), until it returns nil. It is asked for the first one before any
+    /// write transaction begins, so that a round with nothing to import writes nothing; after that it runs
+    /// while the store's write lock is held, so it should only read and verify the segment. `outcome` is told what became of each segment
     /// once that is committed, outside the lock.
     ///
     /// Remote transactions are applied in batches (``ImportBatching``); each batch — local history folded
@@ -91,7 +92,8 @@ extension Store {
             while let segment = try next(0) { try outcome(segment, .alreadyApplied) }
             return
         }
-        var run = ImportRun(origin: origin, batching: batching)
+        guard let first = try next(appliedSequence(from: origin)) else { return }
+        var run = ImportRun(origin: origin, batching: batching, handed: first)
         while true {
             let localWriters = (try? localHistoryWaits()) ?? false
             if localWriters {
@@ -110,18 +112,16 @@ extension Store {
             }
             for (segment, decided) in run.decided { try outcome(segment, decided) }
             run.decided.removeAll()
+            guard end != .exhausted else { return }
+            FaultInjection.point("import.between-batches")
             switch end {
-            case .exhausted:
-                return
-            case .full:
-                FaultInjection.point("import.between-batches")
             case .writerWaits:
-                FaultInjection.point("import.between-batches")
                 letForeignWriterIn()
             case .timeUp:
-                FaultInjection.point("import.between-batches")
                 // A writer that cannot announce itself may be polling for the lock: leave it a moment.
                 usleep(1_000)
+            case .full, .exhausted:
+                break
             }
         }
     }
@@ -135,15 +135,19 @@ extension Store {
     private struct ImportRun {
         let origin: NodeID
         let batching: ImportBatching
+        /// A segment handed over by `next` but not yet looked at: the first one, asked for before the
+        /// first batch.
+        var handed: SegmentImport?
         /// The segment being applied, and how many of its transactions were applied so far.
         var current: SegmentImport?
         var appliedOfCurrent = 0
         /// Outcomes decided in the open transaction, reported once it commits.
         var decided: [(SegmentImport, ImportOutcome)] = []
 
-        init(origin: NodeID, batching: ImportBatching) {
+        init(origin: NodeID, batching: ImportBatching, handed: SegmentImport) {
             self.origin = origin
             self.batching = batching
+            self.handed = handed
         }
     }
 
@@ -159,7 +163,9 @@ extension Store {
         var end = BatchEnd.exhausted
         batch: while true {
             if run.current == nil {
-                guard let segment = try next(cursor) else { break batch }
+                let handed = run.handed
+                run.handed = nil
+                guard let segment = try handed ?? next(cursor) else { break batch }
                 let header = segment.header
                 guard header.node == run.origin else {
                     throw StoreError(.schema, "a segment of node \(header.node) was handed to the import from node \(run.origin)", path: path)
