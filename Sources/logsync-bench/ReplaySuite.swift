@@ -140,7 +140,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
 
             var imported = SegmentFixture.Imported()
             let seconds = try timed {
-                imported = try SegmentFixture.importAll(segments, from: NodeID(source.nodeID), into: target)
+                imported = try SegmentFixture.importAll(segments, into: target)
             }
             let transactions = imported.transactions
             let expectedTransactions = (rows.count + SegmentFixture.transactionRows - 1) / SegmentFixture.transactionRows

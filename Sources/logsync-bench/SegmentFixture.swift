@@ -60,7 +60,7 @@ enum SegmentFixture {
         return (decoder.header, transactions, decoder.uncompressedByteCount)
     }
 
-    /// What ``importAll(_:from:into:segmentApplied:)`` did.
+    /// What ``importAll(_:into:segmentApplied:)`` did.
     struct Imported {
         var transactions = 0
         /// Time spent decoding segments, in seconds: part of the import's time, as the import asks for
@@ -70,18 +70,16 @@ enum SegmentFixture {
         var uncompressedBytes = 0
     }
 
-    /// Imports `segments`, from the node `origin`, through `importSegments`: decoded one by one as the
-    /// import asks for them, in as few batches as it chooses. Checks that every segment was applied.
+    /// Imports `segments`, all from one node, through `importSegments`: decoded one by one as the import
+    /// asks for them, in as few batches as it chooses. Checks that every segment was applied.
     /// `segmentApplied` runs as each segment's outcome is reported (after its batch committed).
-    static func importAll(
-        _ segments: [OutboxSegment], from origin: NodeID, into store: Store, segmentApplied: () -> Void = {}
-    ) throws -> Imported {
+    static func importAll(_ segments: [OutboxSegment], into store: Store, segmentApplied: () -> Void = {}) throws -> Imported {
         var result = Imported()
         var remaining = segments[...]
         let clock = ContinuousClock()
         var applied = Set<UInt64>()
         try store.importSegments(
-            from: origin, account: account,
+            from: try origin(of: segments), account: account,
             next: { _ in
                 guard let segment = remaining.popFirst() else { return nil }
                 let start = clock.now
@@ -104,8 +102,8 @@ enum SegmentFixture {
         return result
     }
 
-    /// The node that exported `segments`.
-    static func origin(of segments: [OutboxSegment]) throws -> NodeID {
+    /// The node that exported `segments` (the first one's header says).
+    private static func origin(of segments: [OutboxSegment]) throws -> NodeID {
         guard let first = segments.first else { throw BenchError("no segments to import") }
         return try SegmentDecoder(bytes: first.bytes).header.node
     }

@@ -134,8 +134,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
             var imported = SegmentFixture.Imported()
             let importStart = clock.now
             do {
-                imported = try SegmentFixture.importAll(
-                    segments, from: try SegmentFixture.origin(of: segments), into: target, segmentApplied: writer.segmentImported)
+                imported = try SegmentFixture.importAll(segments, into: target, segmentApplied: writer.segmentImported)
             } catch {
                 _ = writer.stop()
                 throw error
