@@ -145,8 +145,8 @@ struct Sync: ParsableCommand {
     @Option(help: "The shared folder (must exist).") var shared: String
     @Option(help: "Account whose logs to exchange.") var account: String = "default"
     @Option(help: "At most this many changes per exported segment.") var segmentChanges: Int = 2_000
-    @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = 50_000
-    @Option(help: "Imports commit at least this often, in milliseconds.") var batchMs: Int = 100
+    @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = ImportBatching().maximumChanges
+    @Option(help: "Imports commit at least this often, in milliseconds.") var batchMs: Int = ImportBatching().maximumMilliseconds
 
     func run() throws {
         try reportingErrors {

@@ -43,9 +43,9 @@ public struct DaemonConfiguration: Sendable {
             meaning: "rescan the shared folder at least this often (inotify does not see other hosts' writes on NFS or synced folders)"),
         Key(table: "sync", name: "segment_changes", type: "integer", defaultValue: "2000",
             meaning: "at most this many changes per exported segment"),
-        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: "50000",
+        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: String(ImportBatching().maximumChanges),
             meaning: "imports apply at most this many changes per SQLite transaction (whole transactions only); a batch also ends as soon as a local writer announces itself"),
-        Key(table: "sync", name: "batch_ms", type: "integer", defaultValue: "100",
+        Key(table: "sync", name: "batch_ms", type: "integer", defaultValue: String(ImportBatching().maximumMilliseconds),
             meaning: "imports commit at least this often, for writers that cannot announce themselves (the sqlite3 shell, other SQLite programs)"),
         Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
             meaning: "after failures, retry with exponential backoff up to this delay"),
@@ -59,7 +59,8 @@ public struct DaemonConfiguration: Sendable {
         let paths = DaemonPaths(environment: environment)
         var configuration = DaemonConfiguration(
             storePath: paths.state + "/store.sqlite", schemaPath: nil, account: "default", sharedFolder: paths.state + "/shared",
-            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: 50_000, batchMilliseconds: 100, maximumBackoffMilliseconds: 60_000,
+            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: ImportBatching().maximumChanges,
+            batchMilliseconds: ImportBatching().maximumMilliseconds, maximumBackoffMilliseconds: 60_000,
             socketPath: paths.runtime + "/syncd.sock", source: "embedded defaults")
         let chosen = file ?? paths.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
         guard let chosen else {
