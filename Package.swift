@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: ["LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),

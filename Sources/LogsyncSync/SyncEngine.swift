@@ -96,6 +96,9 @@ public final class SyncEngine: Sendable {
             // Segments at or below the cursor are checked once the import is done: quarantining one is a
             // write, which cannot happen while the import holds the write lock.
             var belowCursor: [SegmentName] = []
+            // The segment after the one handed over, read and decoded on another thread while that one is
+            // applied.
+            var prefetched: (name: SegmentName, load: Prefetch<SegmentLoad>)?
             try store.importSegments(
                 from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
                 batching: configuration.batching, limits: configuration.limits,
@@ -110,7 +113,19 @@ public final class SyncEngine: Sendable {
                             report.waiting[origin] = cursor + 1
                             return nil
                         }
-                        guard let segment = try load(name, into: &report) else {
+                        let load: SegmentLoad
+                        if let ahead = prefetched, ahead.name == name {
+                            load = ahead.load.value()
+                        } else {
+                            load = Self.load(name, from: transport, configuration: configuration)
+                        }
+                        prefetched = nil
+                        let segment: SegmentImport
+                        switch load {
+                        case .segment(let loaded):
+                            segment = loaded
+                        case .rejected(let rejection):
+                            report.rejected.append(rejection)
                             report.waiting[origin] = cursor + 1
                             return nil
                         }
@@ -121,6 +136,10 @@ public final class SyncEngine: Sendable {
                         if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                             report.heldForClockSkew.append(name)
                             return nil
+                        }
+                        if let following = pending.first, following.firstSequence == name.lastSequence + 1 {
+                            let (transport, configuration) = (transport, configuration)
+                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration) })
                         }
                         return segment
                     }
@@ -178,32 +197,35 @@ public final class SyncEngine: Sendable {
         if !known { report.quarantined.append(name) }
     }
 
-    /// Reads and verifies a segment completely before anything of it is used.
-    private func load(_ name: SegmentName, into report: inout SyncReport) throws -> SegmentImport? {
+    /// A segment read and verified completely, or why it was refused.
+    enum SegmentLoad: Sendable {
+        case segment(SegmentImport)
+        case rejected(RejectedSegment)
+    }
+
+    /// Reads and verifies a segment completely before anything of it is used. Touches nothing but the
+    /// transport, so it can run on another thread while the previous segment is applied.
+    static func load(_ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration) -> SegmentLoad {
         let bytes: [UInt8]
         do {
             bytes = try transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes)
         } catch {
-            report.rejected.append(RejectedSegment(name: name, reason: error.description))
-            return nil
+            return .rejected(RejectedSegment(name: name, reason: error.description))
         }
         do {
             var decoder = try SegmentDecoder(bytes: bytes, limits: configuration.limits)
             let header = decoder.header
             guard header.node == name.node, header.firstSequence == name.firstSequence, header.lastSequence == name.lastSequence else {
-                report.rejected.append(RejectedSegment(name: name, reason: "its header says node \(header.node) sequences \(header.firstSequence)–\(header.lastSequence), not what its name says"))
-                return nil
+                return .rejected(RejectedSegment(name: name, reason: "its header says node \(header.node) sequences \(header.firstSequence)–\(header.lastSequence), not what its name says"))
             }
             guard header.account == configuration.account else {
-                report.rejected.append(RejectedSegment(name: name, reason: "it belongs to account '\(header.account)', not '\(configuration.account)'"))
-                return nil
+                return .rejected(RejectedSegment(name: name, reason: "it belongs to account '\(header.account)', not '\(configuration.account)'"))
             }
             var transactions: [LogTransaction] = []
             while let transaction = try decoder.next() { transactions.append(transaction) }
-            return SegmentImport(header: header, transactions: transactions, checksum: Self.checksum(bytes))
+            return .segment(SegmentImport(header: header, transactions: transactions, checksum: checksum(bytes)))
         } catch {
-            report.rejected.append(RejectedSegment(name: name, reason: error.description))
-            return nil
+            return .rejected(RejectedSegment(name: name, reason: error.description))
         }
     }
 

@@ -9,7 +9,9 @@ import LogsyncStore
 /// Each round, in fresh temporary directories:
 /// - logsync: N Note inserts are written into a source store in transactions of 1,000 rows and exported
 ///   (`exportToOutbox`, at most 2,000 changes per segment). Timed: every segment is decoded with
-///   `SegmentDecoder` and imported into a fresh target store with `importSegments`, which asks for them one after another and groups them into as few SQLite transactions as no writer waits for.
+///   `SegmentDecoder` (on another thread while the one before it is applied, as `syncd` does) and imported
+///   into a fresh target store with `importSegments`, which asks for them one after another and groups them
+///   into as few SQLite transactions as no writer waits for.
 /// - baseline: the same rows are inserted into a plain database with the store's DDL and pragmas, with a
 ///   session attached to `Note` before the first insert, in the same transactions of 1,000 rows; the
 ///   session's changeset is then applied with `sqlite3changeset_apply` to a fresh plain database (timed).
@@ -50,7 +52,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             results.append(result)
             Report.progress(
                 "  round \(index + 1)/\(sizes.rounds): changeset_apply \(formatted(result.applySeconds)) s, "
-                    + "ours \(formatted(result.oursSeconds)) s (decode \(formatted(result.decodeSeconds)) s, "
+                    + "ours \(formatted(result.oursSeconds)) s (waiting for decode \(formatted(result.decodeSeconds)) s, "
                     + "import \(formatted(result.importSeconds)) s), ratio \(formatted(result.throughputRatio, decimals: 4)); "
                     + "\(result.segments) segments, \(grouped(result.segmentBytes)) B (body \(grouped(result.bodyBytes)) B before zlib) vs changeset \(grouped(result.changesetBytes)) B")
         }
@@ -68,7 +70,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         Report.progress(
             "  median: changeset_apply \(formatted(apply)) s (\(grouped(Int(changes / apply))) rows/s), "
                 + "ours \(formatted(ours)) s (\(grouped(Int(changes / ours))) changes/s): "
-                + "decode \(formatted(decode)) s (\(grouped(Int(changes / decode))) changes/s, \(formatted(100 * decode / ours, decimals: 1)) %), "
+                + "waiting for decode \(formatted(decode)) s (\(formatted(100 * decode / ours, decimals: 1)) %), "
                 + "import \(formatted(importing)) s (\(grouped(Int(changes / importing))) changes/s, "
                 + "\(formatted(100 * importing / ours, decimals: 1)) %)")
 
