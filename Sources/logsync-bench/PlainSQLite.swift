@@ -93,6 +93,11 @@ final class PlainStatement {
         guard rc == SQLITE_OK else { throw database.error(rc, sql) }
     }
 
+    func bind(bytes: [UInt8], at index: Int32) throws {
+        let rc = bytes.withUnsafeBytes { csqlite_bind_blob(handle, index, $0.baseAddress, Int32($0.count)) }
+        guard rc == SQLITE_OK else { throw database.error(rc, sql) }
+    }
+
     func bind(_ value: Int64, at index: Int32) throws {
         let rc = sqlite3_bind_int64(handle, index, value)
         guard rc == SQLITE_OK else { throw database.error(rc, sql) }

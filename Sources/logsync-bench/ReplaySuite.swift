@@ -17,6 +17,10 @@ import LogsyncStore
 ///   session's changeset is then applied with `sqlite3changeset_apply` to a fresh plain database (timed).
 ///
 /// Which side runs first alternates between rounds. A ratio is the median of the per-round ratios.
+///
+/// A third measurement, after both, bounds what the import can reach while it stores what it stores: the
+/// same rows written by a raw connection with only the import's SQL (row state, `Note` row with its
+/// history trigger, a marker per transaction; ``SegmentFixture/importSQLAlone(_:stateBytes:at:)``).
 struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "replay",
@@ -54,6 +58,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
                 "  round \(index + 1)/\(sizes.rounds): changeset_apply \(formatted(result.applySeconds)) s, "
                     + "ours \(formatted(result.oursSeconds)) s (waiting for decode \(formatted(result.decodeSeconds)) s, "
                     + "import \(formatted(result.importSeconds)) s), ratio \(formatted(result.throughputRatio, decimals: 4)); "
+                    + "its SQL alone \(formatted(result.sqlAloneSeconds)) s; "
                     + "\(result.segments) segments, \(grouped(result.segmentBytes)) B (body \(grouped(result.bodyBytes)) B before zlib) vs changeset \(grouped(result.changesetBytes)) B")
         }
 
@@ -64,6 +69,8 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         let apply = Stats.median(results.map(\.applySeconds))
         let decode = Stats.median(results.map(\.decodeSeconds))
         let importing = Stats.median(results.map(\.importSeconds))
+        let sqlAlone = Stats.median(results.map(\.sqlAloneSeconds))
+        let sqlAloneRatio = Stats.median(results.map { $0.applySeconds / $0.sqlAloneSeconds })
         let segmentBytes = Stats.median(results.map { Double($0.segmentBytes) })
         let bodyBytes = Stats.median(results.map { Double($0.bodyBytes) })
         let changesetBytes = Stats.median(results.map { Double($0.changesetBytes) })
@@ -72,10 +79,13 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
                 + "ours \(formatted(ours)) s (\(grouped(Int(changes / ours))) changes/s): "
                 + "waiting for decode \(formatted(decode)) s (\(formatted(100 * decode / ours, decimals: 1)) %), "
                 + "import \(formatted(importing)) s (\(grouped(Int(changes / importing))) changes/s, "
-                + "\(formatted(100 * importing / ours, decimals: 1)) %)")
+                + "\(formatted(100 * importing / ours, decimals: 1)) %); the import's SQL alone \(formatted(sqlAlone)) s "
+                + "(\(formatted(1e6 * sqlAlone / changes, decimals: 2)) µs per change, ours \(formatted(1e6 * ours / changes, decimals: 2)), "
+                + "changeset_apply \(formatted(1e6 * apply / changes, decimals: 2))")
 
         Report.emit(metric("replay_vs_changeset_apply", ratio, unit: "x", goal: 0.5, .higher, decimals: 3))
         Report.emit(metric("bytes_vs_changeset", bytesRatio, unit: "x", goal: 1.0, .lower, decimals: 3))
+        Report.emit(metric("sql_alone_vs_changeset_apply", sqlAloneRatio, unit: "x", goal: nil, .higher, decimals: 3))
         Report.emit(metric("replay_changes_per_s", changes / ours, unit: "changes/s", goal: nil, .higher, decimals: 0))
         Report.emit(metric("changeset_apply_rows_per_s", changes / apply, unit: "rows/s", goal: nil, .higher, decimals: 0))
         Report.emit(metric("segment_bytes_per_change", segmentBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
@@ -87,6 +97,8 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
 
     struct RoundResult {
         var applySeconds: Double
+        /// The import's SQL alone, with no merge logic.
+        var sqlAloneSeconds: Double
         /// Decode and import, timed as one loop.
         var oursSeconds: Double
         /// The parts of `oursSeconds`, each summed over segments.
@@ -103,7 +115,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     }
 
     static func round(_ rows: ArraySlice<NoteRow>, oursFirst: Bool, describe: Bool) throws -> RoundResult {
-        var ours: (seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int)?
+        var ours: (seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int, stateBytes: Int)?
         var baseline: (seconds: Double, bytes: Int)?
         for side in oursFirst ? [true, false] : [false, true] {
             if side {
@@ -113,8 +125,11 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             }
         }
         guard let ours, let baseline else { throw BenchError("a side of the round did not run") }
+        let sqlAlone = try withTemporaryDirectory { directory in
+            try SegmentFixture.importSQLAlone(rows, stateBytes: ours.stateBytes, at: directory.path("sql-alone.sqlite"))
+        }
         return RoundResult(
-            applySeconds: baseline.seconds, oursSeconds: ours.seconds, decodeSeconds: ours.decode,
+            applySeconds: baseline.seconds, sqlAloneSeconds: sqlAlone, oursSeconds: ours.seconds, decodeSeconds: ours.decode,
             importSeconds: ours.importing, segments: ours.segments, segmentBytes: ours.bytes, bodyBytes: ours.bodyBytes,
             changesetBytes: baseline.bytes)
     }
@@ -132,7 +147,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     /// logsync: export from a source store, then time `importSegments` of every segment (decoding included) into a
     /// fresh target store, and check that the target ends with exactly the source's rows.
     static func replay(_ rows: ArraySlice<NoteRow>, describe: Bool) throws -> (
-        seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int
+        seconds: Double, decode: Double, importing: Double, segments: Int, bytes: Int, bodyBytes: Int, stateBytes: Int
     ) {
         try withTemporaryDirectory { directory in
             let source = try SegmentFixture.sourceStore(rows, at: directory.path("source.sqlite"))
@@ -151,12 +166,15 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             }
             try SegmentFixture.expectRows(target, rows.count, "the target store")
             if describe { Self.describeSpace(target) }
+            guard case .integer(let stateBytes)? = try target.read("SELECT CAST(avg(length(state)) AS INTEGER) FROM _ls_row").first?.first else {
+                throw BenchError("the target store has no row states")
+            }
             guard try target.read(SegmentFixture.selectRows) == source.read(SegmentFixture.selectRows) else {
                 throw BenchError("the target store's Note rows differ from the source store's")
             }
             return (
                 seconds, imported.decodeSeconds, seconds - imported.decodeSeconds, segments.count, bytes,
-                imported.uncompressedBytes)
+                imported.uncompressedBytes, Int(stateBytes))
         }
     }
 

@@ -111,6 +111,52 @@ enum SegmentFixture {
         return result
     }
 
+    /// The import's SQL alone, for `rows` that a source store exported: the rows the import writes, in its
+    /// batches, with no merge logic, no decoding and no Swift values in between. Returns the seconds taken.
+    ///
+    /// A `Store` creates the file (its tables and triggers) and is closed; a raw connection then runs, per
+    /// row, the row-state insert (a blob of `stateBytes`, the import's average) and the `Note` insert, whose
+    /// trigger records history, and a history marker per remote transaction. This is as fast as the import
+    /// can get while it stores what it stores now (`docs/BENCHMARKS.md`).
+    static func importSQLAlone(_ rows: ArraySlice<NoteRow>, stateBytes: Int, at path: String) throws -> Double {
+        do { _ = try Store(path: path, schema: NoteFixture.schema) }
+        let db = try PlainDatabase(path: path)
+        guard case .integer(let entity)? = try db.scalar("SELECT id FROM _ls_entity WHERE name = 'Note'") else {
+            throw BenchError("the store at \(path) has no entity Note")
+        }
+        let state = try db.prepare(
+            "INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, 1, ?) ON CONFLICT(entity, pk) DO NOTHING")
+        let insert = try db.prepare(NoteFixture.plainInsertSQL)
+        let marker = try db.prepare(
+            "INSERT INTO _ls_log(kind, hlc, author, context, origin) VALUES (0, ?, '\(author)', '\(context)', 'source')")
+        let blob = [UInt8](repeating: 0x5a, count: stateBytes)
+        let batch = ImportBatching().maximumChanges
+        let seconds = try timed {
+            var start = rows.startIndex
+            while start < rows.endIndex {
+                let end = min(start + batch, rows.endIndex)
+                try db.execute("BEGIN IMMEDIATE")
+                for (offset, row) in rows[start..<end].enumerated() {
+                    try state.bind(entity, at: 1)
+                    try state.bind(row.id, at: 2)
+                    try state.bind(bytes: blob, at: 3)
+                    try state.run()
+                    try insert.insert(row)
+                    if (start + offset + 1 - rows.startIndex) % transactionRows == 0 {
+                        try marker.bind(Int64(start + offset), at: 1)
+                        try marker.run()
+                    }
+                }
+                try db.execute("COMMIT")
+                start = end
+            }
+        }
+        guard try db.scalar(#"SELECT count(*) FROM "Note""#) == .integer(Int64(rows.count)),
+            try db.scalar("SELECT count(*) FROM _ls_log WHERE kind = 1") == .integer(Int64(rows.count))
+        else { throw BenchError("the import's SQL alone did not leave \(rows.count) Note rows, each with its history") }
+        return seconds
+    }
+
     /// The node that exported `segments` (the first one's header says).
     private static func origin(of segments: [OutboxSegment]) throws -> NodeID {
         guard let first = segments.first else { throw BenchError("no segments to import") }
