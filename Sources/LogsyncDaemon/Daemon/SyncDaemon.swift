@@ -22,7 +22,7 @@ public final class SyncDaemon: @unchecked Sendable {
     private var arrivalsWatcher: Task<Void, Never>?
     private let logger: Logger
     private let notifier = SystemdNotifier()
-    private let startedAt = Date().milliseconds
+    private let startedAt = Int64(WallClock.milliseconds())
 
     private let state = NSLock()
     private var phase: DaemonStatus.State = .starting
@@ -129,7 +129,7 @@ public final class SyncDaemon: @unchecked Sendable {
         notifier.stopping()
         setPhase(.stopping)
         logger.notice("syncd stopping", metadata: ["message_id": "\(MessageID.stopping)"])
-        publish(DaemonEvent(kind: .stopping, at: Date().milliseconds, message: "syncd is stopping"))
+        publish(DaemonEvent(kind: .stopping, at: Int64(WallClock.milliseconds()), message: "syncd is stopping"))
         for watcher in watchers { watcher.cancel() }
         arrivalsWatcher?.cancel()
         loop.stop()
@@ -253,7 +253,7 @@ public final class SyncDaemon: @unchecked Sendable {
     private func roundStarted(_ round: Int) {
         setPhase(.syncing)
         notifier.status("syncing (round \(round))")
-        publish(DaemonEvent(kind: .syncStarted, at: Date().milliseconds, message: "round \(round) started"))
+        publish(DaemonEvent(kind: .syncStarted, at: Int64(WallClock.milliseconds()), message: "round \(round) started"))
     }
 
     private func roundFinished(_ outcome: SyncLoop.Outcome) {

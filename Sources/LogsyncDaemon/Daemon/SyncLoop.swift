@@ -128,17 +128,17 @@ final class SyncLoop: @unchecked Sendable {
             if round > 1 { FaultInjection.hang("loop.hang") }
 
             onStart(round)
-            let begin = Date()
+            let begin = Int64(WallClock.milliseconds())
             let outcome: Outcome
             do {
                 let report = try engine.sync()
                 outcome = .completed(report, SyncSummary(
-                    round: round, startedAt: begin.milliseconds, finishedAt: Date().milliseconds, ok: true,
+                    round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: true,
                     published: report.published.count, appliedSegments: report.applied.count,
                     appliedTransactions: report.appliedTransactions, error: nil))
             } catch {
                 outcome = .failed(error, SyncSummary(
-                    round: round, startedAt: begin.milliseconds, finishedAt: Date().milliseconds, ok: false,
+                    round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: false,
                     published: 0, appliedSegments: 0, appliedTransactions: 0, error: String(describing: error)))
             }
             condition.withLock {
@@ -160,8 +160,4 @@ final class SyncLoop: @unchecked Sendable {
             onRound(outcome)
         }
     }
-}
-
-extension Date {
-    var milliseconds: Int64 { Int64(timeIntervalSince1970 * 1000) }
 }
