@@ -101,7 +101,8 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         var sqlAloneSeconds: Double
         /// Decode and import, timed as one loop.
         var oursSeconds: Double
-        /// The parts of `oursSeconds`, each summed over segments.
+        /// The parts of `oursSeconds`, each summed over segments: waiting for a segment to be decoded (on
+        /// another thread), and the rest.
         var decodeSeconds: Double
         var importSeconds: Double
         var segments: Int

@@ -69,7 +69,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
                     "  round \(index + 1)/\(sizes.rounds), \(variant.rawValue): longest write \(formatted(result.maximum * 1e3, decimals: 2)) ms, "
                         + "p50 \(formatted(result.p50 * 1e3, decimals: 3)) ms, p99 \(formatted(result.p99 * 1e3, decimals: 2)) ms, "
                         + "\(grouped(result.writes)) local writes (\(result.failures) failed); import \(formatted(result.importSeconds)) s "
-                        + "(\(grouped(Int(Double(changes) / result.importSeconds))) changes/s; decode \(formatted(result.decodeSeconds)) s); "
+                        + "(\(grouped(Int(Double(changes) / result.importSeconds))) changes/s; waiting for decode \(formatted(result.decodeSeconds)) s); "
                         + "longest write = "
                         + "\(formatted(result.longestWait * 1e3, decimals: 1)) ms before its body (lock, BEGIN) + "
                         + "\(formatted(result.longestCommit * 1e3, decimals: 1)) ms after it (COMMIT), "
@@ -110,6 +110,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
         var failures: Int
         /// The whole import (decoding included), in seconds.
         var importSeconds: Double
+        /// The part of it spent waiting for a segment to be decoded (on another thread).
         var decodeSeconds: Double
         /// The longest write's parts: before its body ran, and after.
         var longestWait: Double
