@@ -34,6 +34,9 @@ final class PlainDatabase {
 
     deinit { sqlite3_close_v2(handle) }
 
+    /// The rowid of the last row inserted on this connection.
+    var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// The version of the libsqlite3 this process runs with.
     static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 
@@ -114,6 +117,9 @@ final class PlainStatement {
         sqlite3_reset(handle)
         guard rc == SQLITE_DONE else { throw database.error(rc, sql) }
     }
+
+    /// Whether the statement returns a row (it is reset afterwards).
+    func hasRow() throws -> Bool { try firstValue() != nil }
 
     fileprivate func firstValue() throws -> PlainDatabase.ScalarValue? {
         defer { sqlite3_reset(handle) }

@@ -167,7 +167,8 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
             }
             try SegmentFixture.expectRows(target, rows.count, "the target store")
             if describe { Self.describeSpace(target) }
-            guard case .integer(let stateBytes)? = try target.read("SELECT CAST(avg(length(state)) AS INTEGER) FROM _ls_row").first?.first else {
+            guard case .integer(let stateBytes)? = try target.read(
+                "SELECT CAST(avg(length(state)) AS INTEGER) FROM (SELECT state FROM _ls_row UNION ALL SELECT state FROM _ls_live)").first?.first else {
                 throw BenchError("the target store has no row states")
             }
             guard try target.read(SegmentFixture.selectRows) == source.read(SegmentFixture.selectRows) else {

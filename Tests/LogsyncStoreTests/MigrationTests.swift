@@ -101,18 +101,22 @@ struct MigrationTests {
                 store, from: origin, sequence: 1, at: 10,
                 keys.map { LogChange(entity: "Item", primaryKey: $0, kind: .insert, causalLength: 1, values: ["name": .text("v1")]) })
         }
-        // Put the store back in format 1: the same states in a table clustered on (entity, pk).
+        // Put the store back in format 1: the same states in a table clustered on (entity, pk), no
+        // `_ls_live`, and a delete trigger that does not know it.
         let states: [[DatabaseValue]]
         do {
             let connection = try Connection(path: path)
-            states = try connection.rows("SELECT entity, pk, cl, state FROM _ls_row ORDER BY entity, pk")
+            let all = "SELECT entity, pk, cl, state FROM _ls_row UNION ALL SELECT id >> 40, pk, cl, state FROM _ls_live"
+            states = try connection.rows("\(all) ORDER BY entity, pk")
             try connection.execute(
                 """
+                DROP TRIGGER _ls_t1_delete;
                 CREATE TABLE _ls_row_old(
                     entity INTEGER NOT NULL, pk NOT NULL, cl INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (entity, pk)
                 ) WITHOUT ROWID;
-                INSERT INTO _ls_row_old SELECT entity, pk, cl, state FROM _ls_row;
+                INSERT INTO _ls_row_old \(all);
                 DROP TABLE _ls_row;
+                DROP TABLE _ls_live;
                 ALTER TABLE _ls_row_old RENAME TO _ls_row;
                 UPDATE _ls_meta SET value = 1 WHERE key = 'format';
                 """)
@@ -120,7 +124,8 @@ struct MigrationTests {
         #expect(states.count == 3)
 
         let store = try Store(path: path, schema: Self.v1)
-        #expect(try store.read("SELECT value FROM _ls_meta WHERE key = 'format'") == [[.integer(2)]])
+        #expect(try store.read("SELECT value FROM _ls_meta WHERE key = 'format'") == [[.integer(SchemaSQL.formatVersion)]])
+        #expect(try store.read("SELECT count(*) FROM sqlite_master WHERE name = '_ls_t1_delete' AND sql LIKE '%_ls_live%'") == [[.integer(1)]])
         #expect(try store.read("SELECT name FROM pragma_table_info('_ls_row') ORDER BY cid").first == [.text("id")])
         #expect(try store.read("SELECT count(*) FROM sqlite_master WHERE name = '_ls_row_key'") == [[.integer(1)]])
         #expect(try store.read("SELECT entity, pk, cl, state FROM _ls_row ORDER BY entity, pk") == states)

@@ -100,6 +100,12 @@ struct RowSQL: Sendable {
     let insert: String
     /// `DELETE FROM t WHERE <key> = ?`.
     let delete: String
+    /// The row's state in `_ls_live` (id, cl, state), if it has one there; parameters (entity, key).
+    let liveState: String
+    /// Deletes the row's state from `_ls_live`, if it has one there; parameters (entity, key).
+    let deleteLiveState: String
+    /// The ids of the entity's `_ls_live` states whose row is gone or has another key; parameter (entity).
+    let liveOrphans: String
 
     init(entity: Entity, columns: [String]) {
         let table = SchemaSQL.quote(entity.name)
@@ -109,5 +115,12 @@ struct RowSQL: Sendable {
         let all = [key] + columns.map(SchemaSQL.quote)
         insert = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
         delete = "DELETE FROM \(table) WHERE \(key) = ?"
+        let live = "id = (SELECT \(SchemaSQL.liveID(entity: "?1", rowID: "rowid")) FROM \(table) WHERE \(key) = ?2) AND pk = ?2"
+        liveState = "SELECT id, cl, state FROM _ls_live WHERE \(live)"
+        deleteLiveState = "DELETE FROM _ls_live WHERE \(live)"
+        let bits = SchemaSQL.liveRowIDBits
+        liveOrphans =
+            "SELECT l.id FROM _ls_live l WHERE l.id BETWEEN ?1 << \(bits) AND ((?1 + 1) << \(bits)) - 1 "
+            + "AND NOT EXISTS (SELECT 1 FROM \(table) t WHERE t.rowid = l.id & \((1 << bits) - 1) AND t.\(key) = l.pk)"
     }
 }

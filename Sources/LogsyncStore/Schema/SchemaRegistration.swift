@@ -18,10 +18,16 @@ struct SchemaRegistration {
                 "this store was written by a newer logsync (store format \(format), this build reads up to \(SchemaSQL.formatVersion)); upgrade logsync",
                 path: connection.path)
         }
-        if let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'"), format < 2 {
+        let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'")
+        if let format, format < 2 {
             try migrateRowStatesToRowid()
         }
         try connection.execute(SchemaSQL.rowStates)
+        // Format 3 adds `_ls_live`, and delete triggers that move its states (installed again below).
+        let reinstallsTriggers = (format ?? SchemaSQL.formatVersion) < 3
+        if reinstallsTriggers {
+            try connection.execute("UPDATE _ls_meta SET value = 3 WHERE key = 'format'")
+        }
         try connection.execute(
             "INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('format', ?), ('node', ?)",
             [.integer(SchemaSQL.formatVersion), .text(UUID().uuidString.lowercased())])
@@ -45,7 +51,9 @@ struct SchemaRegistration {
                     path: connection.path,
                     cause: SchemaError(.versionConflict, at: "version", "same version, different definition"))
             }
-            return try catalog()
+            let catalog = try catalog()
+            if reinstallsTriggers { try installTriggers(catalog) }
+            return catalog
         }
         try migrate(from: stored)
         try connection.execute(
@@ -53,7 +61,20 @@ struct SchemaRegistration {
             [.integer(Int64(schema.version)), .text(encoded)])
         let catalog = try catalog()
         try installTriggers(catalog)
+        try moveLiveStates(of: catalog)
         return catalog
+    }
+
+    /// Only rows of isolated entities keep their states in `_ls_live` (the merge inserts the others through
+    /// the general projection): an entity that gained a relationship or a unique key moves them to `_ls_row`.
+    private func moveLiveStates(of catalog: Catalog) throws {
+        for info in catalog.byID.values where !info.isIsolated {
+            let range = "id BETWEEN ?1 << \(SchemaSQL.liveRowIDBits) AND ((?1 + 1) << \(SchemaSQL.liveRowIDBits)) - 1"
+            try connection.execute(
+                "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT ?1, pk, cl, state FROM _ls_live WHERE \(range)",
+                [.integer(info.id)])
+            try connection.execute("DELETE FROM _ls_live WHERE \(range)", [.integer(info.id)])
+        }
     }
 
     /// Format 1 → 2: `_ls_row` becomes a rowid table with a unique index on (entity, pk)

@@ -11,7 +11,9 @@ enum SchemaSQL {
     ///
     /// - 1: `_ls_row` keyed by (entity, pk), `WITHOUT ROWID`.
     /// - 2: `_ls_row` is a rowid table with a unique index on (entity, pk) (``rowStates``).
-    static let formatVersion: Int64 = 2
+    /// - 3: states of rows an import inserted live in `_ls_live`, by the table row's rowid; delete triggers
+    ///   move them to `_ls_row` (``rowStates``).
+    static let formatVersion: Int64 = 3
 
     /// The history log: change rows (kind 1–3) appended by triggers, closed by a commit marker (kind 0)
     /// that carries the transaction's clock, author, context and origin. A marker's `seq` is the token.
@@ -82,16 +84,27 @@ enum SchemaSQL {
         );
         """
 
-    /// The merge's row states (`docs/merge.md`), one per row ever seen, found by (entity, pk) through
-    /// `_ls_row_key`.
+    /// The merge's row states (`docs/merge.md`), one per row ever seen, each in one of two tables.
     ///
-    /// Not keyed by (entity, pk) itself: keys are random (UUIDs), so in a table clustered on them every
-    /// new state lands on a different page, and every import batch rewrote about one 4 KiB page per new
-    /// row in the WAL, for states of 100–200 bytes. With a rowid, new states are appended to the end of
-    /// the table, and only the index, whose entries are a third the size, takes random inserts: about a
-    /// third fewer WAL frames per imported insert (`docs/BENCHMARKS.md`, replay). The price is a second
-    /// B-tree probe when a state is loaded (for updates and deletes; a new row's state is stored without
-    /// looking for an old one) and the key stored twice, in the table and in the index.
+    /// `_ls_live` holds the states of rows an import inserted and nothing has changed since (most rows a
+    /// node ever receives), keyed by the rowid of the row in its synced table. The table's own primary-key
+    /// index finds them: storing such a state appends to `_ls_live` instead of adding a second random
+    /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS.md`, replay). A live
+    /// state also records its key, and counts only while the row at that rowid has that key.
+    ///
+    /// `_ls_row` holds every other state (deleted, hidden, updated, or written locally), found by
+    /// (entity, pk) through `_ls_row_key`. A state moves there when it changes or its row leaves the table
+    /// (the delete trigger moves it), never back.
+    ///
+    /// A rowid changes without a delete when another program replaces a row (`INSERT OR REPLACE` without
+    /// `recursive_triggers`), sets a rowid, or runs `VACUUM`; the live state is then an orphan, which a
+    /// sync transaction moves to `_ls_row` once it sees the schema cookie change (`VACUUM` bumps it)
+    /// and whenever an import needs its rowid (`LiveStates.swift`).
+    ///
+    /// `_ls_row` is not keyed by (entity, pk) itself: keys are random (UUIDs), so in a table clustered on
+    /// them every new state lands on a different page, and every import batch rewrote about one 4 KiB page
+    /// per new row in the WAL, for states of 100–200 bytes. With a rowid, new states are appended to the
+    /// end of the table, and only the index, whose entries are a third the size, takes random inserts.
     static let rowStates = """
         CREATE TABLE IF NOT EXISTS _ls_row(
             id INTEGER PRIMARY KEY,
@@ -101,7 +114,31 @@ enum SchemaSQL {
             state BLOB NOT NULL
         );
         CREATE UNIQUE INDEX IF NOT EXISTS _ls_row_key ON _ls_row(entity, pk);
+        CREATE TABLE IF NOT EXISTS _ls_live(
+            id INTEGER PRIMARY KEY,
+            pk NOT NULL,
+            cl INTEGER NOT NULL,
+            state BLOB NOT NULL
+        );
         """
+
+    /// A state's key in `_ls_live`: the entity id in the high bits, the row's rowid in the low
+    /// ``liveRowIDBits`` bits (a plain rowid table, so appends fill pages; a `WITHOUT ROWID` table keyed on
+    /// (entity, rowid) splits them half full and cost twice as much per state). Rows whose rowid does not
+    /// fit (set by hand above 2^40) keep their states in `_ls_row`.
+    static let liveRowIDBits: Int64 = 40
+
+    /// The `_ls_live` key of the row at `rowID` of entity `entityID`, nil when it has none.
+    static func liveID(entity entityID: Int64, rowID: Int64) -> Int64? {
+        guard rowID > 0, rowID < (1 << liveRowIDBits), entityID >= 0, entityID < (1 << (62 - liveRowIDBits)) else { return nil }
+        return entityID << liveRowIDBits | rowID
+    }
+
+    /// SQL for the `_ls_live` key of the row whose rowid is `rowID` (an SQL expression) in entity
+    /// `entity` (an SQL expression): NULL when it has none.
+    static func liveID(entity: String, rowID: String) -> String {
+        "(CASE WHEN \(rowID) BETWEEN 1 AND \((1 << liveRowIDBits) - 1) THEN (\(entity) << \(liveRowIDBits)) | \(rowID) END)"
+    }
 
     /// Delete-rule triggers stand aside while the merge writes the projection: the merge applies the same
     /// rules itself, order-independently (see `docs/merge.md`). The flag is only ever set inside the
@@ -171,6 +208,7 @@ enum SchemaSQL {
     static func captureTriggers(for info: Catalog.EntityInfo) -> [String] {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
+        let live = liveID(entity: "\(info.id)", rowID: "OLD.rowid")
         let prefix = triggerPrefix(info.id)
         let allColumnsMask: Int64 = info.columns.isEmpty ? 0 : (Int64(1) << Int64(info.columns.count)) - 1
         let changedMask: String =
@@ -207,6 +245,9 @@ enum SchemaSQL {
             """
             CREATE TRIGGER "\(prefix)delete" AFTER DELETE ON \(table) BEGIN
               INSERT INTO _ls_log(kind, entity, pk, cols, tomb) VALUES (3, \(info.id), OLD.\(key), 0, \(tombstone));
+              INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state)
+                SELECT \(info.id), pk, cl, state FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
+              DELETE FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
             END
             """,
             """

@@ -44,6 +44,8 @@ public final class Store: Sendable {
         let statements = GeneratedStatements()
         /// The merge's per-row statements on this connection.
         let mergeStatements: MergeStatements
+        /// The schema cookie at which this connection last made sure `_ls_live` has no orphans.
+        var liveStatesCheckedAt: Int64?
 
         init(connection: Connection, clock: HybridLogicalClock, nodes: NodeTable) {
             self.connection = connection
@@ -236,6 +238,7 @@ public final class Store: Sendable {
             }
             do {
                 let last = try sealPending(&state)
+                try rehomeLiveStatesIfSchemaChanged(&state)
                 try connection.execute("UPDATE _ls_state SET merging = 1 WHERE id = 1")
                 let result = try body(&state, last)
                 try connection.execute("UPDATE _ls_state SET merging = 0 WHERE id = 1")
@@ -244,6 +247,7 @@ public final class Store: Sendable {
             } catch {
                 try? connection.execute("ROLLBACK")
                 try? state.nodes.reload(connection: connection)
+                state.liveStatesCheckedAt = nil
                 throw Self.storeError(error, path: path, doing: "syncing")
             }
         }

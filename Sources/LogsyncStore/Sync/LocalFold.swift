@@ -52,7 +52,7 @@ extension Store {
                 changes: changes))
             folded += 1
         }
-        try writer.refresh(changed: changed, nodes: state.nodes)
+        try writer.refresh(changed: changed, nodes: &state.nodes)
         try connection.execute(
             "INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('export_token', ?), ('export_seq', ?)",
             [.integer(bound), .integer(sequence)])

@@ -14,12 +14,15 @@ final class MergeStatements {
         let select: Statement
         let insert: Statement
         let delete: Statement
+        let liveState: Statement
+        let deleteLiveState: Statement
     }
 
     private let connection: Connection
     private var loadStateStatement: Statement?
     private var saveStateStatement: Statement?
     private var insertStateStatement: Statement?
+    private var insertLiveStateStatement: Statement?
     private var insertReferenceStatement: Statement?
     private var deleteReferenceStatement: Statement?
     private var entities: [Int64: Entity] = [:]
@@ -54,6 +57,11 @@ final class MergeStatements {
             &insertStateStatement, "INSERT INTO _ls_row(entity, pk, cl, state) VALUES (?, ?, ?, ?) ON CONFLICT(entity, pk) DO NOTHING")
     }
 
+    /// `INSERT INTO _ls_live(id, pk, cl, state) VALUES (?, ?, ?, ?)`
+    func insertLiveState() throws -> Statement {
+        try prepared(&insertLiveStateStatement, "INSERT INTO _ls_live(id, pk, cl, state) VALUES (?, ?, ?, ?)")
+    }
+
     /// `INSERT OR IGNORE INTO _ls_ref(target_entity, target, entity, pk) VALUES (?, ?, ?, ?)`
     func insertReference() throws -> Statement {
         try prepared(
@@ -71,7 +79,8 @@ final class MergeStatements {
         if let statements = entities[info.id] { return statements }
         let statements = Entity(
             select: try connection.prepare(info.sql.select), insert: try connection.prepare(info.sql.insert),
-            delete: try connection.prepare(info.sql.delete))
+            delete: try connection.prepare(info.sql.delete), liveState: try connection.prepare(info.sql.liveState),
+            deleteLiveState: try connection.prepare(info.sql.deleteLiveState))
         entities[info.id] = statements
         return statements
     }

@@ -3,7 +3,8 @@ import LogsyncCore
 /// Keeps a store's synced tables equal to the projection of its merged row states (`docs/merge.md`),
 /// incrementally: runs inside a write transaction, on the writer connection.
 ///
-/// Every row's ``RowState`` lives in `_ls_row`. `_ls_ref` indexes raw references (including those of
+/// Every row's ``RowState`` lives in `_ls_row` or, while its row is as an import inserted it, in
+/// `_ls_live` (``SchemaSQL/rowStates``, `LiveStates.swift`). `_ls_ref` indexes raw references (including those of
 /// hidden rows) so the rows that depend on a changed row can be found; `_ls_alias` records unique-key
 /// losers and their survivors.
 struct MergeWriter {
@@ -24,19 +25,39 @@ struct MergeWriter {
         return try loadState(key.primaryKey, info: info, nodes: nodes)
     }
 
+    /// The row's state, from `_ls_row` or else from `_ls_live`.
     func loadState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState? {
-        let statement = try statements.loadState()
+        if let state = try readState(try statements.loadState(), primaryKey, info: info, nodes: nodes, at: 0) {
+            return state
+        }
+        return try loadLiveState(primaryKey, info: info, nodes: nodes)
+    }
+
+    /// The row's state in `_ls_live`, if it has one there.
+    func loadLiveState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState? {
+        try readState(try statements.rows(of: info).liveState, primaryKey, info: info, nodes: nodes, at: 1)
+    }
+
+    /// Runs `statement` with parameters (entity, pk) and decodes the state in its columns `at` (cl) and
+    /// `at + 1` (state).
+    private func readState(
+        _ statement: Statement, _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable, at column: Int
+    ) throws -> RowState? {
         try statement.bind(info.id, at: 1)
         try statement.bind(primaryKey, at: 2)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
-        guard statement.isInteger(at: 0), statement.isBlob(at: 1) else { return nil }
-        guard let causalLength = UInt64(exactly: statement.int64(at: 0)) else {
-            throw RowStateCoding.corrupt("negative causal length")
-        }
-        return try statement.withBytes(at: 1) { bytes in
-            try RowStateCoding.decode(bytes, causalLength: causalLength, info: info, nodes: nodes)
-        }
+        return try RowStateCoding.decode(statement, at: column, info: info, nodes: nodes)
+    }
+
+    /// Whether the row has a state in `_ls_row`. A row an import inserted may still have one in `_ls_live`:
+    /// its insert into the table then fails (see ``refresh(_:nodes:)``).
+    func hasStoredState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws -> Bool {
+        let statement = try statements.loadState()
+        try statement.bind(info.id, at: 1)
+        try statement.bind(primaryKey, at: 2)
+        defer { statement.reset() }
+        return try statement.step()
     }
 
     /// Stores `state` and updates the reference index for the references that changed.
@@ -49,6 +70,13 @@ struct MergeWriter {
         _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, previous: RowState?, nodes: inout NodeTable
     ) throws {
         try writeState(state, primaryKey: primaryKey, info: info, with: try statements.saveState(), nodes: &nodes)
+        if previous != nil {
+            // A changed state leaves `_ls_live` for good, wherever it was.
+            let statement = try statements.rows(of: info).deleteLiveState
+            try statement.bind(info.id, at: 1)
+            try statement.bind(primaryKey, at: 2)
+            try statement.run()
+        }
         try updateReferences(of: primaryKey, info: info, from: previous, to: state)
     }
 
@@ -127,11 +155,16 @@ struct MergeWriter {
     /// flag, so delete-rule triggers stand aside.
     ///
     /// Rows of isolated entities are written in the order they were merged, straight from their states.
-    func refresh(_ merged: MergedRows, nodes: NodeTable) throws {
+    /// Rows the merge found no state for (``MergedRows/Row/savesWithRow``) get theirs stored in `_ls_live`
+    /// with the row's insert. If the row is in the table after all (its state is in `_ls_live`, which the
+    /// merge did not look in), the insert fails: the two states are merged and the row updated instead.
+    func refresh(_ merged: MergedRows, nodes: inout NodeTable) throws {
         var remaining: [RowKey: Bool] = [:]
         for row in merged.rows {
             if row.info.isIsolated {
-                try refreshIsolated(row.key, info: row.info, state: row.state, isNew: row.isNew, structural: row.structural, remaining: &remaining)
+                try refreshIsolated(
+                    row.key, info: row.info, state: row.state, isNew: row.isNew, savesWithRow: row.savesWithRow,
+                    structural: row.structural, remaining: &remaining, nodes: &nodes)
             } else {
                 remaining[row.key] = (remaining[row.key] ?? false) || row.structural
             }
@@ -142,7 +175,7 @@ struct MergeWriter {
 
     /// Re-projects `changed` rows (true: changed structurally), as ``refresh(_:nodes:)`` does, for changes
     /// folded from local history: those rows are already in the table as the local writes left them.
-    func refresh(changed: [RowKey: Bool], nodes: NodeTable) throws {
+    func refresh(changed: [RowKey: Bool], nodes: inout NodeTable) throws {
         guard !changed.isEmpty else { return }
         var remaining: [RowKey: Bool] = [:]
         for (key, structural) in changed {
@@ -150,7 +183,9 @@ struct MergeWriter {
                 remaining[key] = (remaining[key] ?? false) || structural
                 continue
             }
-            try refreshIsolated(key, info: info, state: state, isNew: false, structural: structural, remaining: &remaining)
+            try refreshIsolated(
+                key, info: info, state: state, isNew: false, savesWithRow: false, structural: structural, remaining: &remaining,
+                nodes: &nodes)
         }
         guard !remaining.isEmpty else { return }
         try refreshDependents(remaining, known: [:], nodes: nodes)
@@ -159,9 +194,10 @@ struct MergeWriter {
     /// Rows of isolated entities project from their own state: write them directly, and pass on only
     /// what depends on them (rows referring to them, after a structural change).
     private func refreshIsolated(
-        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool, structural: Bool, remaining: inout [RowKey: Bool]
+        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool, structural: Bool,
+        remaining: inout [RowKey: Bool], nodes: inout NodeTable
     ) throws {
-        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew)
+        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, nodes: &nodes)
         if structural, info.isReferenced {
             for child in try children(of: key, info: info) { remaining[child] = true }
         }
@@ -219,15 +255,37 @@ struct MergeWriter {
     /// Writes the projection of a row that depends on nothing but its own state: present with its
     /// registers (or defaults) while its causal length is odd, absent otherwise. A row never seen before is
     /// not in the table (local history is always folded before a merge), so it is not looked up.
-    private func writeIsolated(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool) throws {
+    ///
+    /// `savesWithRow`: the state is not stored yet; store it in `_ls_live` if the row is inserted, else in
+    /// `_ls_row`.
+    private func writeIsolated(
+        _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool,
+        nodes: inout NodeTable
+    ) throws {
         let actual = isNew ? nil : try baseRow(info, primaryKey)
         guard state.exists else {
             if actual != nil { try deleteRow(info, primaryKey) }
+            if savesWithRow { try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes) }
             return
         }
         // Isolated entities have no relationships: their columns are exactly their attributes.
         guard let actual else {
-            try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+            do {
+                try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+            } catch {
+                guard isNew, (error as? SQLiteError)?.isConstraint == true, let stored = try loadLiveState(primaryKey, info: info, nodes: nodes) else {
+                    throw error
+                }
+                // The row is in the table with a state in `_ls_live`: the same key inserted again.
+                var combined = stored
+                combined.merge(state)
+                try saveState(combined, primaryKey: primaryKey, info: info, previous: stored, nodes: &nodes)
+                try writeIsolated(primaryKey, info: info, state: combined, isNew: false, savesWithRow: false, nodes: &nodes)
+                return
+            }
+            if savesWithRow {
+                try storeLiveState(state, rowID: connection.lastInsertedRowID, primaryKey: primaryKey, info: info, nodes: &nodes)
+            }
             return
         }
         var changed: [(column: String, value: DatabaseValue)] = []
@@ -372,6 +430,9 @@ struct MergedRows {
         var state: RowState
         /// No state existed before this transaction: the row has never been in the table.
         let isNew: Bool
+        /// Its state is not stored yet: the projection stores it with the row's insert, in `_ls_live`.
+        /// Only for a row first merged by the fast path of a new row; any later change stores it.
+        var savesWithRow: Bool
         /// Some change to it can alter other rows' projection.
         var structural: Bool
     }
@@ -388,15 +449,18 @@ struct MergedRows {
     func position(of key: RowKey) -> Int? { positions[key] }
 
     /// Records a change of `key`'s state (at `position`, if it had changed before).
+    /// `savesWithRow`: the state was not stored (see ``Row/savesWithRow``); otherwise it was.
     mutating func record(
-        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool
+        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool,
+        savesWithRow: Bool = false
     ) {
         if let position {
             rows[position].state = state
             rows[position].structural = rows[position].structural || structural
+            rows[position].savesWithRow = rows[position].savesWithRow && savesWithRow
         } else {
             positions[key] = rows.count
-            rows.append(Row(key: key, info: info, state: state, isNew: isNew, structural: structural))
+            rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural))
         }
     }
 

@@ -23,7 +23,7 @@ extension Store {
             }
             try merge(change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes)
         }
-        try writer.refresh(merged, nodes: state.nodes)
+        try writer.refresh(merged, nodes: &state.nodes)
         return try appendMarker(
             Marker(author: transaction.author, context: transaction.contextName, origin: origin.rawValue, timestamp: transaction.timestamp),
             ifLogGrewPast: before, state: &state)
@@ -39,11 +39,21 @@ extension Store {
         let position = merged.position(of: key)
         // A first insert almost always creates its row: store its state without looking for an old one
         // first, and fall back to the lookup when there is one after all (its update arrived earlier).
+        // A row of an isolated entity gets its state in `_ls_live` when the projection inserts it; only
+        // `_ls_row` is looked in here, and a state in `_ls_live` makes that insert fail instead.
         if position == nil, change.kind == .insert, change.causalLength == 1 {
             var next = RowState()
-            if next.merge(change, at: clock), try writer.saveStateIfNew(next, primaryKey: change.primaryKey, info: info, nodes: &nodes) {
-                merged.record(key, info: info, state: next, at: nil, isNew: true, structural: writer.isStructural(info, from: nil, to: next))
-                return
+            if next.merge(change, at: clock) {
+                let structural = writer.isStructural(info, from: nil, to: next)
+                if info.isIsolated {
+                    if try !writer.hasStoredState(change.primaryKey, info: info) {
+                        merged.record(key, info: info, state: next, at: nil, isNew: true, structural: structural, savesWithRow: true)
+                        return
+                    }
+                } else if try writer.saveStateIfNew(next, primaryKey: change.primaryKey, info: info, nodes: &nodes) {
+                    merged.record(key, info: info, state: next, at: nil, isNew: true, structural: structural)
+                    return
+                }
             }
         }
         let previous = try position.map { merged.rows[$0].state } ?? writer.loadState(change.primaryKey, info: info, nodes: nodes)

@@ -93,8 +93,20 @@ enum RowStateCoding {
         return RowState(causalLength: causalLength, columns: columns, deletedAt: deletedAt)
     }
 
+    /// Decodes the state in a stepped statement's columns `column` (cl) and `column + 1` (state), or nil
+    /// when they do not hold an integer and a blob.
+    static func decode(_ statement: Statement, at column: Int, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState? {
+        guard statement.isInteger(at: column), statement.isBlob(at: column + 1) else { return nil }
+        guard let causalLength = UInt64(exactly: statement.int64(at: column)) else {
+            throw corrupt("negative causal length")
+        }
+        return try statement.withBytes(at: column + 1) { bytes in
+            try decode(bytes, causalLength: causalLength, info: info, nodes: nodes)
+        }
+    }
+
     static func corrupt(_ message: String) -> StoreError {
-        StoreError(.notADatabase, "a row state in _ls_row is damaged: \(message)")
+        StoreError(.notADatabase, "a row state in _ls_row or _ls_live is damaged: \(message)")
     }
 
     static func appendFixed(_ value: UInt64, to out: inout [UInt8]) {

@@ -1,0 +1,83 @@
+import LogsyncCore
+
+/// States in `_ls_live` (``SchemaSQL/rowStates``): stored with the insert of a row an import created, found
+/// through that row's rowid, and moved to `_ls_row` when the rowid no longer leads to them.
+extension MergeWriter {
+    /// Stores the state of a row the merge has just inserted at `rowID`. An orphan holding that key (its
+    /// row was replaced or renumbered behind logsync's back) is moved to `_ls_row` first. A rowid too large
+    /// for a live key (``SchemaSQL/liveID(entity:rowID:)``) stores the state in `_ls_row`.
+    func storeLiveState(
+        _ state: RowState, rowID: Int64, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable
+    ) throws {
+        guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
+            try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes)
+            return
+        }
+        do {
+            try insertLiveState(state, id: id, primaryKey: primaryKey, info: info, nodes: &nodes)
+        } catch {
+            guard (error as? SQLiteError)?.isConstraint == true else { throw error }
+            try rehomeLiveState(info: info, id: id, nodes: &nodes)
+            try insertLiveState(state, id: id, primaryKey: primaryKey, info: info, nodes: &nodes)
+        }
+    }
+
+    private func insertLiveState(
+        _ state: RowState, id: Int64, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable
+    ) throws {
+        try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
+        let statement = try statements.insertLiveState()
+        try statement.bind(id, at: 1)
+        try statement.bind(primaryKey, at: 2)
+        try statement.bind(Int64(state.causalLength), at: 3)
+        try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
+        try statement.run()
+    }
+
+    /// Moves the state at `id` in `_ls_live` to `_ls_row`, merged with any state the row has there (a row
+    /// replaced by another program gets a new state when its insert is folded).
+    func rehomeLiveState(info: Catalog.EntityInfo, id: Int64, nodes: inout NodeTable) throws {
+        guard
+            let row = try connection.rows("SELECT pk, cl, state FROM _ls_live WHERE id = ?", [.integer(id)]).first,
+            case .integer(let length) = row[1], let causalLength = UInt64(exactly: length), case .blob(let bytes) = row[2]
+        else { return }
+        let orphan = try RowStateCoding.decode(bytes, causalLength: causalLength, info: info, nodes: nodes)
+        try connection.execute("DELETE FROM _ls_live WHERE id = ?", [.integer(id)])
+        let stored = try loadState(row[0], info: info, nodes: nodes)
+        var combined = orphan
+        if let stored { combined.merge(stored) }
+        try saveState(combined, primaryKey: row[0], info: info, previous: stored ?? orphan, nodes: &nodes)
+    }
+
+    /// Moves every state in `_ls_live` whose rowid no longer leads to its row to `_ls_row`.
+    /// Returns how many moved.
+    func rehomeLiveStates(nodes: inout NodeTable) throws -> Int {
+        var moved = 0
+        for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
+            for row in try connection.rows(info.sql.liveOrphans, [.integer(info.id)]) {
+                guard case .integer(let id) = row[0] else { continue }
+                try rehomeLiveState(info: info, id: id, nodes: &nodes)
+                moved += 1
+            }
+        }
+        return moved
+    }
+}
+
+extension Store {
+    /// At the start of a sync transaction: when the schema cookie changed since the last check (`VACUUM`,
+    /// which may renumber rowids, bumps it, as does any schema change), moves orphaned live states to
+    /// `_ls_row` before anything looks for them.
+    func rehomeLiveStatesIfSchemaChanged(_ state: inout WriterState) throws {
+        let connection = state.connection
+        let cookie = try connection.int64("PRAGMA schema_version") ?? 0
+        guard cookie != state.liveStatesCheckedAt else { return }
+        let checked = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'live_checked'")
+        if checked != cookie {
+            let writer = MergeWriter(state: state, catalog: catalog)
+            _ = try writer.rehomeLiveStates(nodes: &state.nodes)
+            try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('live_checked', ?)", [.integer(cookie)])
+        }
+        state.liveStatesCheckedAt = cookie
+    }
+}
