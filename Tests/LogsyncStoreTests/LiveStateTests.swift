@@ -78,6 +78,22 @@ struct LiveStateTests {
         #expect(results[1] == results[0])
     }
 
+    @Test("a remote transaction that inserts a key another node inserted before, then deletes it, deletes the row")
+    func sameKeyInsertedThenDeleted() throws {
+        let directory = try TemporaryDirectory("live")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let (a, b) = (NodeID(UUID().uuidString.lowercased()), NodeID(UUID().uuidString.lowercased()))
+        let key = Fixtures.id()
+        try MigrationTests.importTransaction(store, from: a, sequence: 1, at: 10, [Self.insert(key, "a")])
+        #expect(try Self.count(store, "_ls_live") == 1)
+        try MigrationTests.importTransaction(
+            store, from: b, sequence: 1, at: 20,
+            [Self.insert(key, "b"), LogChange(entity: "Item", primaryKey: key, kind: .delete, causalLength: 2, values: [:])])
+        #expect(try store.read("SELECT id FROM Item") == [])
+        #expect(try Self.count(store, "_ls_live") == 0)
+        #expect(try Self.causalLength(store, key) == [[.integer(2)]])
+    }
+
     @Test("states whose rowid changed behind logsync's back move to _ls_row after VACUUM, with their clocks")
     func orphansRehomed() throws {
         let directory = try TemporaryDirectory("live")

@@ -429,7 +429,7 @@ struct MergedRows {
         let info: Catalog.EntityInfo
         var state: RowState
         /// No state existed before this transaction: the row has never been in the table.
-        let isNew: Bool
+        var isNew: Bool
         /// Its state is not stored yet: the projection stores it with the row's insert, in `_ls_live`.
         /// Only for a row first merged by the fast path of a new row; any later change stores it.
         var savesWithRow: Bool
@@ -462,6 +462,11 @@ struct MergedRows {
             positions[key] = rows.count
             rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural))
         }
+    }
+
+    /// The row at `position`, first merged as new, had a state in `_ls_live` after all: it is in the table.
+    mutating func foundLiveState(at position: Int) {
+        rows[position].isNew = false
     }
 
     /// Every merged state, by key.

@@ -56,7 +56,13 @@ extension Store {
                 }
             }
         }
-        let previous = try position.map { merged.rows[$0].state } ?? writer.loadState(change.primaryKey, info: info, nodes: nodes)
+        var previous = try position.map { merged.rows[$0].state } ?? writer.loadState(change.primaryKey, info: info, nodes: nodes)
+        if let position, merged.rows[position].savesWithRow, let live = try writer.loadLiveState(change.primaryKey, info: info, nodes: nodes) {
+            // The fast path did not look in `_ls_live`: another node inserted the key before. Saving the
+            // state below takes it out of `_ls_live`, so it must hold that one too.
+            previous?.merge(live)
+            merged.foundLiveState(at: position)
+        }
         var next = previous ?? RowState()
         guard next.merge(change, at: clock) else { return }
         try writer.saveState(next, primaryKey: change.primaryKey, info: info, previous: previous, nodes: &nodes)
