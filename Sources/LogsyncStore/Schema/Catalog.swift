@@ -120,7 +120,7 @@ struct RowSQL: Sendable {
         deleteLiveState = "DELETE FROM _ls_live WHERE \(live)"
         let bits = SchemaSQL.liveRowIDBits
         liveOrphans =
-            "SELECT l.id FROM _ls_live l WHERE l.id BETWEEN ?1 << \(bits) AND ((?1 + 1) << \(bits)) - 1 "
+            "SELECT l.id FROM _ls_live l WHERE \(SchemaSQL.liveRange(entity: "?1", id: "l.id")) "
             + "AND NOT EXISTS (SELECT 1 FROM \(table) t WHERE t.rowid = l.id & \((1 << bits) - 1) AND t.\(key) = l.pk)"
     }
 }

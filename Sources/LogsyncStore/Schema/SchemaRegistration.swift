@@ -68,8 +68,8 @@ struct SchemaRegistration {
     /// Only rows of isolated entities keep their states in `_ls_live` (the merge inserts the others through
     /// the general projection): an entity that gained a relationship or a unique key moves them to `_ls_row`.
     private func moveLiveStates(of catalog: Catalog) throws {
+        let range = SchemaSQL.liveRange(entity: "?1")
         for info in catalog.byID.values where !info.isIsolated {
-            let range = "id BETWEEN ?1 << \(SchemaSQL.liveRowIDBits) AND ((?1 + 1) << \(SchemaSQL.liveRowIDBits)) - 1"
             try connection.execute(
                 "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT ?1, pk, cl, state FROM _ls_live WHERE \(range)",
                 [.integer(info.id)])

@@ -134,6 +134,11 @@ enum SchemaSQL {
         return entityID << liveRowIDBits | rowID
     }
 
+    /// SQL that holds for the `_ls_live` keys of entity `entity` (an SQL expression), in column `id`.
+    static func liveRange(entity: String, id: String = "id") -> String {
+        "\(id) BETWEEN \(entity) << \(liveRowIDBits) AND ((\(entity) + 1) << \(liveRowIDBits)) - 1"
+    }
+
     /// SQL for the `_ls_live` key of the row whose rowid is `rowID` (an SQL expression) in entity
     /// `entity` (an SQL expression): NULL when it has none.
     static func liveID(entity: String, rowID: String) -> String {

@@ -50,17 +50,13 @@ extension MergeWriter {
     }
 
     /// Moves every state in `_ls_live` whose rowid no longer leads to its row to `_ls_row`.
-    /// Returns how many moved.
-    func rehomeLiveStates(nodes: inout NodeTable) throws -> Int {
-        var moved = 0
+    func rehomeLiveStates(nodes: inout NodeTable) throws {
         for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
             for row in try connection.rows(info.sql.liveOrphans, [.integer(info.id)]) {
                 guard case .integer(let id) = row[0] else { continue }
                 try rehomeLiveState(info: info, id: id, nodes: &nodes)
-                moved += 1
             }
         }
-        return moved
     }
 }
 
@@ -75,7 +71,7 @@ extension Store {
         let checked = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'live_checked'")
         if checked != cookie {
             let writer = MergeWriter(state: state, catalog: catalog)
-            _ = try writer.rehomeLiveStates(nodes: &state.nodes)
+            try writer.rehomeLiveStates(nodes: &state.nodes)
             try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('live_checked', ?)", [.integer(cookie)])
         }
         state.liveStatesCheckedAt = cookie
