@@ -18,4 +18,12 @@ static inline int csqlite_bind_blob(sqlite3_stmt *stmt, int index, const void *b
     return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
 }
 
+// sqlite3_db_config is variadic, which Swift cannot call: one typed wrapper per option logsync sets.
+// Turns the connection's triggers on or off and reports the setting now in effect (or -1 on error).
+static inline int csqlite_enable_triggers(sqlite3 *db, int on) {
+    int now = -1;
+    int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, on, &now);
+    return rc == SQLITE_OK ? now : -1;
+}
+
 #endif

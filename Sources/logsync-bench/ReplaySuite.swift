@@ -19,8 +19,8 @@ import LogsyncStore
 /// Which side runs first alternates between rounds. A ratio is the median of the per-round ratios.
 ///
 /// A third measurement, after both, bounds what the import can reach while it stores what it stores: the
-/// same rows written by a raw connection with only the import's SQL (row state, `Note` row with its
-/// history trigger, a marker per transaction; ``SegmentFixture/importSQLAlone(_:stateBytes:at:)``).
+/// same rows written by a raw connection with only the import's SQL (triggers off as in the merge; row state,
+/// `Note` row, its history row, a marker per transaction; ``SegmentFixture/importSQLAlone(_:stateBytes:at:)``).
 struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "replay",

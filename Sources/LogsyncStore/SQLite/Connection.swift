@@ -123,6 +123,17 @@ final class Connection {
 
     var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// Turns this connection's triggers on or off (`SQLITE_DBCONFIG_ENABLE_TRIGGER`). Changing the
+    /// setting expires every prepared statement of the connection: each is compiled again, with or without
+    /// trigger programs, the next time it runs.
+    func setTriggersEnabled(_ enabled: Bool) throws(SQLiteError) {
+        guard csqlite_enable_triggers(handle, enabled ? 1 : 0) == (enabled ? 1 : 0) else {
+            throw SQLiteError(
+                code: SQLITE_ERROR, extendedCode: SQLITE_ERROR,
+                message: "could not turn triggers \(enabled ? "on" : "off") (sqlite3_db_config ENABLE_TRIGGER)", sql: nil)
+        }
+    }
+
     /// What SQLite's WAL hook last reported on this connection.
     private final class WALState {
         /// Frames in the WAL after the connection's last commit.

@@ -55,6 +55,14 @@ struct Catalog: Sendable {
 
         var primaryKey: PrimaryKey { entity.primaryKey! }
 
+        /// The change mask of an insert, which sets every column.
+        var allColumnsMask: Int64 { columns.isEmpty ? 0 : (Int64(1) << Int64(columns.count)) - 1 }
+
+        /// The change mask of `columns`.
+        func mask(of columns: some Sequence<String>) -> Int64 {
+            columns.reduce(0) { mask, name in bits[name].map { mask | Int64(1) << Int64($0) } ?? mask }
+        }
+
         func bit(of column: String) -> Int? { bits[column] }
 
         /// A row of an isolated entity (no unique keys, no references) projects from its own state alone.
@@ -106,6 +114,11 @@ struct RowSQL: Sendable {
     let deleteLiveState: String
     /// The ids of the entity's `_ls_live` states whose row is gone or has another key; parameter (entity).
     let liveOrphans: String
+    /// What the delete trigger records, for a delete the merge runs with triggers off: the history row
+    /// with the tombstone, read from the row before it goes; parameters (entity, key).
+    let deleteHistory: String
+    /// The delete trigger's move of the row's live state to `_ls_row`, likewise; parameters (entity, key).
+    let moveLiveState: String
 
     init(entity: Entity, columns: [String]) {
         let table = SchemaSQL.quote(entity.name)
@@ -115,12 +128,17 @@ struct RowSQL: Sendable {
         let all = [key] + columns.map(SchemaSQL.quote)
         insert = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
         delete = "DELETE FROM \(table) WHERE \(key) = ?"
-        let live = "id = (SELECT \(SchemaSQL.liveID(entity: "?1", rowID: "rowid")) FROM \(table) WHERE \(key) = ?2) AND pk = ?2"
+        let liveID = "(SELECT \(SchemaSQL.liveID(entity: "?1", rowID: "rowid")) FROM \(table) WHERE \(key) = ?2)"
+        let live = "id = \(liveID) AND pk = ?2"
         liveState = "SELECT id, cl, state FROM _ls_live WHERE \(live)"
         deleteLiveState = "DELETE FROM _ls_live WHERE \(live)"
         let bits = SchemaSQL.liveRowIDBits
         liveOrphans =
             "SELECT l.id FROM _ls_live l WHERE \(SchemaSQL.liveRange(entity: "?1", id: "l.id")) "
             + "AND NOT EXISTS (SELECT 1 FROM \(table) t WHERE t.rowid = l.id & \((1 << bits) - 1) AND t.\(key) = l.pk)"
+        deleteHistory =
+            "INSERT INTO _ls_log(kind, entity, pk, cols, tomb) SELECT 3, ?1, \(key), 0, \(SchemaSQL.tombstone(of: entity, row: table)) "
+            + "FROM \(table) WHERE \(key) = ?2"
+        moveLiveState = SchemaSQL.moveLiveState(entity: "?1", id: liveID, key: "?2")
     }
 }

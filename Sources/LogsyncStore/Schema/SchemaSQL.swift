@@ -215,7 +215,6 @@ enum SchemaSQL {
         let key = quote(info.primaryKey.name)
         let live = liveID(entity: "\(info.id)", rowID: "OLD.rowid")
         let prefix = triggerPrefix(info.id)
-        let allColumnsMask: Int64 = info.columns.isEmpty ? 0 : (Int64(1) << Int64(info.columns.count)) - 1
         let changedMask: String =
             info.columns.isEmpty
             ? "0"
@@ -223,22 +222,11 @@ enum SchemaSQL {
                 let test = "(OLD.\(quote(name)) IS NOT NEW.\(quote(name)))"
                 return bit == 0 ? test : "(\(test) << \(bit))"
             }.joined(separator: " | ")
-        let preserved = info.entity.attributes.filter(\.preservedOnDelete)
-        let tombstone: String =
-            preserved.isEmpty
-            ? "NULL"
-            : "json_object("
-                + preserved.map { attribute in
-                    let value = "OLD.\(quote(attribute.name))"
-                    // JSON cannot hold blobs: they travel as hex, and NULL stays NULL (hex(NULL) is '').
-                    let isBlob = attribute.type == .blob || attribute.type == .uuidBlob
-                    let encoded = isBlob ? "CASE WHEN \(value) IS NULL THEN NULL ELSE hex(\(value)) END" : value
-                    return "\(literal(attribute.name)), \(encoded)"
-                }.joined(separator: ", ") + ")"
+        let tombstone = tombstone(of: info.entity, row: "OLD")
         return [
             """
             CREATE TRIGGER "\(prefix)insert" AFTER INSERT ON \(table) BEGIN
-              INSERT INTO _ls_log(kind, entity, pk, cols) VALUES (1, \(info.id), NEW.\(key), \(allColumnsMask));
+              INSERT INTO _ls_log(kind, entity, pk, cols) VALUES (1, \(info.id), NEW.\(key), \(info.allColumnsMask));
             END
             """,
             """
@@ -250,8 +238,7 @@ enum SchemaSQL {
             """
             CREATE TRIGGER "\(prefix)delete" AFTER DELETE ON \(table) BEGIN
               INSERT INTO _ls_log(kind, entity, pk, cols, tomb) VALUES (3, \(info.id), OLD.\(key), 0, \(tombstone));
-              INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state)
-                SELECT \(info.id), pk, cl, state FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
+              \(moveLiveState(entity: "\(info.id)", id: live, key: "OLD.\(key)"));
               DELETE FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
             END
             """,
@@ -262,6 +249,27 @@ enum SchemaSQL {
             END
             """,
         ]
+    }
+
+    /// The tombstone a delete records in history: the attributes preserved on delete, as a JSON object,
+    /// read from the row named `row` (`OLD` in a trigger, the table itself before a delete), or NULL.
+    static func tombstone(of entity: Entity, row: String) -> String {
+        let preserved = entity.attributes.filter(\.preservedOnDelete)
+        guard !preserved.isEmpty else { return "NULL" }
+        return "json_object("
+            + preserved.map { attribute in
+                let value = "\(row).\(quote(attribute.name))"
+                // JSON cannot hold blobs: they travel as hex, and NULL stays NULL (hex(NULL) is '').
+                let isBlob = attribute.type == .blob || attribute.type == .uuidBlob
+                let encoded = isBlob ? "CASE WHEN \(value) IS NULL THEN NULL ELSE hex(\(value)) END" : value
+                return "\(literal(attribute.name)), \(encoded)"
+            }.joined(separator: ", ") + ")"
+    }
+
+    /// Moves a deleted row's state from `_ls_live` (key `id`, holding primary key `key`; SQL expressions)
+    /// to `_ls_row`, unless `_ls_row` already has one. The caller deletes it from `_ls_live`.
+    static func moveLiveState(entity: String, id: String, key: String) -> String {
+        "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT \(entity), pk, cl, state FROM _ls_live WHERE id = \(id) AND pk = \(key)"
     }
 
     /// Delete rules, enforced by triggers on the destination table so they hold for foreign writers too

@@ -46,6 +46,12 @@ public final class Store: Sendable {
         let mergeStatements: MergeStatements
         /// The schema cookie at which this connection last made sure `_ls_live` has no orphans.
         var liveStatesCheckedAt: Int64?
+        /// The connection's triggers are off and the merge records the history of its writes itself
+        /// (`MergeCapture.swift`). Only ever true inside a sync transaction.
+        var mergeCapturesHistory = false
+        /// Whether some synced table has a trigger logsync did not create, and at which schema cookie
+        /// that was found.
+        var foreignTriggers: (cookie: Int64, present: Bool)?
 
         init(connection: Connection, clock: HybridLogicalClock, nodes: NodeTable) {
             self.connection = connection
@@ -187,6 +193,9 @@ public final class Store: Sendable {
         var walFrames = 0
         var claimed = false
         let result = try writer.withLock { state in
+            // Only a sync transaction turns triggers off, and it turns them back on as it ends; should that
+            // have failed, no other write may run without history capture.
+            try restoreTriggers(&state)
             let result = try body(&state)
             walFrames = state.connection.walFrames
             if !inBackground { claimed = checkpoints.claim(walFrames: walFrames) }
@@ -241,11 +250,13 @@ public final class Store: Sendable {
                 try rehomeLiveStatesIfSchemaChanged(&state)
                 try connection.execute("UPDATE _ls_state SET merging = 1 WHERE id = 1")
                 let result = try body(&state, last)
+                try restoreTriggers(&state)
                 try connection.execute("UPDATE _ls_state SET merging = 0 WHERE id = 1")
                 try connection.execute("COMMIT")
                 return result
             } catch {
                 try? connection.execute("ROLLBACK")
+                try? restoreTriggers(&state)
                 try? state.nodes.reload(connection: connection)
                 state.liveStatesCheckedAt = nil
                 throw Self.storeError(error, path: path, doing: "syncing")

@@ -16,6 +16,8 @@ final class MergeStatements {
         let delete: Statement
         let liveState: Statement
         let deleteLiveState: Statement
+        let deleteHistory: Statement
+        let moveLiveState: Statement
     }
 
     private let connection: Connection
@@ -25,6 +27,7 @@ final class MergeStatements {
     private var insertLiveStateStatement: Statement?
     private var insertReferenceStatement: Statement?
     private var deleteReferenceStatement: Statement?
+    private var insertHistoryStatement: Statement?
     private var entities: [Int64: Entity] = [:]
 
     /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
@@ -74,13 +77,20 @@ final class MergeStatements {
             &deleteReferenceStatement, "DELETE FROM _ls_ref WHERE target_entity = ? AND target = ? AND entity = ? AND pk = ?")
     }
 
+    /// `INSERT INTO _ls_log(kind, entity, pk, cols) VALUES (?, ?, ?, ?)`: the history row of an insert or
+    /// update, as the capture triggers write it (`MergeCapture.swift`).
+    func insertHistory() throws -> Statement {
+        try prepared(&insertHistoryStatement, "INSERT INTO _ls_log(kind, entity, pk, cols) VALUES (?, ?, ?, ?)")
+    }
+
     /// The select, insert and delete of one entity's rows, by primary key.
     func rows(of info: Catalog.EntityInfo) throws -> Entity {
         if let statements = entities[info.id] { return statements }
         let statements = Entity(
             select: try connection.prepare(info.sql.select), insert: try connection.prepare(info.sql.insert),
             delete: try connection.prepare(info.sql.delete), liveState: try connection.prepare(info.sql.liveState),
-            deleteLiveState: try connection.prepare(info.sql.deleteLiveState))
+            deleteLiveState: try connection.prepare(info.sql.deleteLiveState),
+            deleteHistory: try connection.prepare(info.sql.deleteHistory), moveLiveState: try connection.prepare(info.sql.moveLiveState))
         entities[info.id] = statements
         return statements
     }

@@ -11,11 +11,14 @@ struct MergeWriter {
     let connection: Connection
     let catalog: Catalog
     let statements: MergeStatements
+    /// Triggers are off: each write to a synced table records its history itself (`MergeCapture.swift`).
+    let capturesHistory: Bool
 
     init(state: Store.WriterState, catalog: Catalog) {
         self.connection = state.connection
         self.catalog = catalog
         self.statements = state.mergeStatements
+        self.capturesHistory = state.mergeCapturesHistory
     }
 
     // MARK: - Row states
@@ -241,14 +244,14 @@ struct MergeWriter {
             do {
                 try updateRow(info, key, info.columns.filter { current[$0] != values[$0] }.map { ($0, values[$0] ?? .null) })
             } catch {
-                guard error.isConstraint else { throw error }
+                guard (error as? SQLiteError)?.isConstraint == true else { throw error }
                 // Two rows trading unique values: take this one out and put it back after the others.
                 try deleteRow(info, key)
                 deferred.append((info, key, values))
             }
         }
         for (info, key, values) in inserts + deferred {
-            try insertRow(info, key) { _, column in values[column] ?? .null }
+            _ = try insertRow(info, key) { _, column in values[column] ?? .null }
         }
     }
 
@@ -270,8 +273,9 @@ struct MergeWriter {
         }
         // Isolated entities have no relationships: their columns are exactly their attributes.
         guard let actual else {
+            let rowID: Int64
             do {
-                try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+                rowID = try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
             } catch {
                 guard isNew, (error as? SQLiteError)?.isConstraint == true, let stored = try loadLiveState(primaryKey, info: info, nodes: nodes) else {
                     throw error
@@ -284,7 +288,7 @@ struct MergeWriter {
                 return
             }
             if savesWithRow {
-                try storeLiveState(state, rowID: connection.lastInsertedRowID, primaryKey: primaryKey, info: info, nodes: &nodes)
+                try storeLiveState(state, rowID: rowID, primaryKey: primaryKey, info: info, nodes: &nodes)
             }
             return
         }
@@ -299,19 +303,25 @@ struct MergeWriter {
 
     // MARK: - Writing rows
 
-    /// `INSERT` of a row with every column, in bit order; `value` gives each column's value.
+    /// `INSERT` of a row with every column, in bit order; `value` gives each column's value. Returns the
+    /// row's rowid.
     private func insertRow(
         _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, value: (_ bit: Int, _ column: String) -> DatabaseValue
-    ) throws {
+    ) throws -> Int64 {
         let statement = try statements.rows(of: info).insert
         try statement.bind(primaryKey, at: 1)
         for (bit, column) in info.columns.enumerated() {
             try statement.bind(value(bit, column), at: Int32(bit + 2))
         }
         try statement.run()
+        // Read before the history row is appended, which has a rowid of its own.
+        let rowID = connection.lastInsertedRowID
+        if capturesHistory { try recordHistory(.insert, of: primaryKey, info: info, mask: info.allColumnsMask) }
+        return rowID
     }
 
     private func deleteRow(_ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue) throws {
+        if capturesHistory { try recordDelete(of: primaryKey, info: info) }
         let statement = try statements.rows(of: info).delete
         try statement.bind(primaryKey, at: 1)
         try statement.run()
@@ -321,12 +331,15 @@ struct MergeWriter {
     /// its statements are found by their SQL in the connection's cache.
     private func updateRow(
         _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, _ changes: [(column: String, value: DatabaseValue)]
-    ) throws(SQLiteError) {
+    ) throws {
         let sql =
             "UPDATE \(SchemaSQL.quote(info.entity.name)) SET "
             + changes.map { "\(SchemaSQL.quote($0.column)) = ?" }.joined(separator: ", ")
             + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
         try connection.execute(sql, changes.map(\.value) + [primaryKey])
+        if capturesHistory, connection.changes > 0 {
+            try recordHistory(.update, of: primaryKey, info: info, mask: info.mask(of: changes.map(\.column)))
+        }
     }
 
     private func children(of key: RowKey, info: Catalog.EntityInfo) throws -> [RowKey] {

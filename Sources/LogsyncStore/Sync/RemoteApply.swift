@@ -6,6 +6,7 @@ extension Store {
     /// transaction's origin, author, context and timestamp, so contexts see it as one imported history
     /// transaction. Returns its token, or nil when nothing visible changed.
     func applyRemote(_ transaction: LogTransaction, from origin: NodeID, state: inout WriterState) throws -> HistoryToken? {
+        try captureMergeHistoryDirectly(&state)
         let connection = state.connection
         let writer = MergeWriter(state: state, catalog: catalog)
         let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0

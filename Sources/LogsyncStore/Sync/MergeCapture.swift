@@ -1,0 +1,72 @@
+import LogsyncCore
+
+/// History of the merge's own writes to synced tables, recorded without triggers.
+///
+/// Every write to a synced table fires logsync's capture triggers. For an import that is the largest
+/// cost SQLite adds per row: a trigger program to set up and tear down, and a statement journal because a
+/// trigger might fail halfway (`docs/BENCHMARKS.md`, replay). So, while it applies remote transactions,
+/// the merge turns the writer connection's triggers off and writes what they would have written itself:
+/// ``MergeWriter`` records each insert, update and delete in `_ls_log` as the capture triggers do, and a
+/// delete moves the row's live state to `_ls_row` as the delete trigger does. Nothing else is lost with the
+/// triggers: the delete-rule triggers stand aside while the merge runs anyway (``SchemaSQL/unlessMerging``),
+/// and the merge never changes a primary key, which is all the key guard checks.
+///
+/// Triggers stay on when a synced table has a trigger logsync did not create: an app's own trigger (an
+/// FTS index, an audit table) must see imported rows as it sees local ones. The capture triggers then
+/// record the merge's writes as before.
+extension Store {
+    /// Inside a sync transaction, before the merge writes the first remote change: turns the connection's
+    /// triggers off, unless a synced table has a foreign trigger.
+    func captureMergeHistoryDirectly(_ state: inout WriterState) throws {
+        guard !state.mergeCapturesHistory, try !hasForeignTriggers(&state) else { return }
+        try state.connection.setTriggersEnabled(false)
+        state.mergeCapturesHistory = true
+    }
+
+    /// Turns the connection's triggers back on if the merge turned them off.
+    func restoreTriggers(_ state: inout WriterState) throws {
+        guard state.mergeCapturesHistory else { return }
+        try state.connection.setTriggersEnabled(true)
+        state.mergeCapturesHistory = false
+    }
+
+    /// Whether some synced table has a trigger whose name is not one logsync gives its own
+    /// (``SchemaSQL/triggerPrefix(_:)``). Looked up again only when the schema cookie changes.
+    private func hasForeignTriggers(_ state: inout WriterState) throws -> Bool {
+        let connection = state.connection
+        let cookie = try connection.int64("PRAGMA schema_version") ?? 0
+        if let known = state.foreignTriggers, known.cookie == cookie { return known.present }
+        let present =
+            try connection.int64(
+                """
+                SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name NOT GLOB '_ls_t[0-9]*'
+                  AND lower(tbl_name) IN (SELECT lower(name) FROM _ls_entity))
+                """) == 1
+        state.foreignTriggers = (cookie, present)
+        return present
+    }
+}
+
+extension MergeWriter {
+    /// With triggers off: records an insert (every column) or an update (the columns in `mask`) of a row
+    /// in history, as the capture triggers would.
+    func recordHistory(_ kind: ChangeKind, of primaryKey: DatabaseValue, info: Catalog.EntityInfo, mask: Int64) throws {
+        let statement = try statements.insertHistory()
+        try statement.bind(Int64(kind.rawValue), at: 1)
+        try statement.bind(info.id, at: 2)
+        try statement.bind(primaryKey, at: 3)
+        try statement.bind(mask, at: 4)
+        try statement.run()
+    }
+
+    /// With triggers off, just before the row is deleted: what the delete trigger records after it — the
+    /// history row with its tombstone, and the row's live state moved to `_ls_row`.
+    func recordDelete(of primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws {
+        let rows = try statements.rows(of: info)
+        for statement in [rows.deleteHistory, rows.moveLiveState, rows.deleteLiveState] {
+            try statement.bind(info.id, at: 1)
+            try statement.bind(primaryKey, at: 2)
+            try statement.run()
+        }
+    }
+}
