@@ -18,6 +18,16 @@ static inline int csqlite_bind_blob(sqlite3_stmt *stmt, int index, const void *b
     return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_TRANSIENT);
 }
 
+// SQLITE_STATIC likewise: for bytes the caller keeps valid and unchanged until the parameter is bound
+// again or the statement is finalized.
+static inline int csqlite_bind_text_static(sqlite3_stmt *stmt, int index, const char *text, int length) {
+    return sqlite3_bind_text(stmt, index, text, length, SQLITE_STATIC);
+}
+
+static inline int csqlite_bind_blob_static(sqlite3_stmt *stmt, int index, const void *bytes, int length) {
+    return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_STATIC);
+}
+
 // sqlite3_db_config is variadic, which Swift cannot call: one typed wrapper per option logsync sets.
 // Turns the connection's triggers on or off and reports the setting now in effect (or -1 on error).
 static inline int csqlite_enable_triggers(sqlite3 *db, int on) {

@@ -7,13 +7,25 @@ final class Statement {
     private unowned let connection: Connection
     let sql: String
 
+    /// Per parameter, a buffer this statement owns and SQLite reads bound text and blobs from
+    /// (`SQLITE_STATIC`). SQLite's own copy (`SQLITE_TRANSIENT`) allocates and frees memory for every bind;
+    /// for the merge's per-row statements that was a tenth of an import (`docs/BENCHMARKS.md`). A buffer
+    /// is overwritten only when its parameter is bound again, and freed after the statement is finalized.
+    private var lent: [UnsafeMutableRawBufferPointer] = []
+    /// Bytes larger than this are copied by SQLite instead, so that a statement kept in a cache does not
+    /// hold a large buffer for good.
+    private static let largestLent = 4_096
+
     init(_ handle: OpaquePointer, connection: Connection, sql: String) {
         self.handle = handle
         self.connection = connection
         self.sql = sql
     }
 
-    deinit { sqlite3_finalize(handle) }
+    deinit {
+        sqlite3_finalize(handle)
+        for buffer in lent { buffer.deallocate() }
+    }
 
     func reset() {
         sqlite3_reset(handle)
@@ -40,10 +52,37 @@ final class Statement {
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
 
-    /// Binds bytes without wrapping them in a ``DatabaseValue`` (SQLite copies them).
+    /// Binds bytes as a blob without wrapping them in a ``DatabaseValue``.
     func bind(bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
-        let rc = csqlite_bind_blob(handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, Int32(bytes.count))
+        let rc = bindCopy(of: bytes, at: index, asText: false)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
+    /// Binds a copy of `bytes` as text or a blob: in the parameter's own buffer (``lent``) when they fit,
+    /// else copied by SQLite.
+    private func bindCopy(of bytes: UnsafeRawBufferPointer, at index: Int32, asText: Bool) -> Int32 {
+        guard bytes.count <= Self.largestLent, index >= 1, index <= sqlite3_bind_parameter_count(handle) else {
+            // Past the buffers' size, so never empty (or out of range, which SQLite reports without reading).
+            let empty: StaticString = ""
+            let base = bytes.baseAddress ?? UnsafeRawPointer(empty.utf8Start)
+            return asText
+                ? csqlite_bind_text(handle, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+                : csqlite_bind_blob(handle, index, base, Int32(bytes.count))
+        }
+        let slot = Int(index) - 1
+        while lent.count <= slot {
+            lent.append(.allocate(byteCount: 64, alignment: 8))
+        }
+        if lent[slot].count < bytes.count {
+            lent[slot].deallocate()
+            lent[slot] = .allocate(byteCount: max(bytes.count, 2 * lent[slot].count), alignment: 8)
+        }
+        let buffer = lent[slot]
+        if let source = bytes.baseAddress { buffer.baseAddress!.copyMemory(from: source, byteCount: bytes.count) }
+        // A zero-length buffer still has an address: SQLite would read a null pointer as NULL, not as ''.
+        return asText
+            ? csqlite_bind_text_static(handle, index, buffer.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+            : csqlite_bind_blob_static(handle, index, buffer.baseAddress!, Int32(bytes.count))
     }
 
     func bind(_ value: DatabaseValue, at index: Int32) throws(SQLiteError) {
@@ -53,15 +92,9 @@ final class Statement {
         case .integer(let v): rc = sqlite3_bind_int64(handle, index, v)
         case .real(let v): rc = sqlite3_bind_double(handle, index, v)
         case .text(var v):
-            rc = v.withUTF8 { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { chars in
-                    let empty: StaticString = ""
-                    let base = chars.baseAddress ?? UnsafeRawPointer(empty.utf8Start).assumingMemoryBound(to: CChar.self)
-                    return csqlite_bind_text(handle, index, base, Int32(chars.count))
-                }
-            }
+            rc = v.withUTF8 { bindCopy(of: UnsafeRawBufferPointer($0), at: index, asText: true) }
         case .blob(let bytes):
-            rc = bytes.withUnsafeBytes { csqlite_bind_blob(handle, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!, Int32($0.count)) }
+            rc = bytes.withUnsafeBytes { bindCopy(of: $0, at: index, asText: false) }
         }
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }

@@ -55,7 +55,20 @@ struct MergeWriter {
 
     /// Whether the row has a state in `_ls_row`. A row an import inserted may still have one in `_ls_live`:
     /// its insert into the table then fails (see ``refresh(_:nodes:)``).
-    func hasStoredState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws -> Bool {
+    ///
+    /// `entitiesWithStates` is the merge loop's memory, per entity, of whether `_ls_row` held any of its
+    /// states when the loop began. Until the loop ends, `_ls_row` changes only for keys the transaction
+    /// has merged, so when it held none, a key the transaction has not merged yet has none either and is
+    /// not looked up: every row of a store's first import, as when a new device or account is set up.
+    func hasStoredState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, entitiesWithStates: inout [Int64: Bool]) throws -> Bool {
+        let entityHasStates: Bool
+        if let known = entitiesWithStates[info.id] {
+            entityHasStates = known
+        } else {
+            entityHasStates = try connection.int64("SELECT EXISTS (SELECT 1 FROM _ls_row WHERE entity = ?)", [.integer(info.id)]) == 1
+            entitiesWithStates[info.id] = entityHasStates
+        }
+        guard entityHasStates else { return false }
         let statement = try statements.loadState()
         try statement.bind(info.id, at: 1)
         try statement.bind(primaryKey, at: 2)

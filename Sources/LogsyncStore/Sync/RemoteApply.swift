@@ -12,6 +12,7 @@ extension Store {
         let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
         let clock = Clock(transaction.timestamp, origin)
         var merged = MergedRows(capacity: transaction.changes.count)
+        var entitiesWithStates: [Int64: Bool] = [:]
         var entity: Catalog.EntityInfo?
         for change in transaction.changes {
             // A transaction's changes usually share an entity: compare the name before hashing it.
@@ -22,7 +23,8 @@ extension Store {
                     "transaction \(transaction.sequence) from node \(origin) changes entity '\(change.entity)', which this store's schema (version \(schema.version)) does not declare",
                     path: path)
             }
-            try merge(change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes)
+            try merge(
+                change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
         }
         try writer.refresh(merged, nodes: &state.nodes)
         return try appendMarker(
@@ -34,7 +36,7 @@ extension Store {
     /// result if it changed.
     private func merge(
         _ change: LogChange, info: Catalog.EntityInfo, at clock: Clock, into merged: inout MergedRows, writer: MergeWriter,
-        nodes: inout NodeTable
+        nodes: inout NodeTable, entitiesWithStates: inout [Int64: Bool]
     ) throws {
         let key = RowKey(change.entity, change.primaryKey)
         let position = merged.position(of: key)
@@ -47,7 +49,7 @@ extension Store {
             if next.merge(change, at: clock) {
                 let structural = writer.isStructural(info, from: nil, to: next)
                 if info.isIsolated {
-                    if try !writer.hasStoredState(change.primaryKey, info: info) {
+                    if try !writer.hasStoredState(change.primaryKey, info: info, entitiesWithStates: &entitiesWithStates) {
                         merged.record(key, info: info, state: next, at: nil, isNew: true, structural: structural, savesWithRow: true)
                         return
                     }
