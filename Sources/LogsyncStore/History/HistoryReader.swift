@@ -20,6 +20,10 @@ struct HistoryReader {
         var changes: [HistoryChange] = []
         while result.count < limit, try statement.step() {
             let kind = statement.int64(at: 1)
+            if kind == 4 {
+                try appendPackedInserts(from: statement, to: &changes)
+                continue
+            }
             if kind != 0 {
                 if let change = change(from: statement, kind: kind) { changes.append(change) }
                 continue
@@ -48,6 +52,20 @@ struct HistoryReader {
         return HistoryChange(
             entity: info.entity.name, primaryKey: statement.value(at: 3), kind: changeKind,
             changedColumns: changeKind == .delete ? [] : info.columnNames(inMask: mask), tombstone: tombstone)
+    }
+
+    /// A row of kind 4: inserts of one entity the merge packed into one row (`MergeCapture.swift`), its
+    /// keys one after another in `pk`.
+    private func appendPackedInserts(from statement: Statement, to changes: inout [HistoryChange]) throws {
+        guard let info = catalog.byID[statement.int64(at: 2)], statement.isBlob(at: 3) else { return }
+        let columns = info.columnNames(inMask: statement.int64(at: 4))
+        try statement.withBytes(at: 3) { bytes in
+            var reader = RowStateCoding.ByteReader(bytes)
+            while !reader.isAtEnd {
+                changes.append(
+                    HistoryChange(entity: info.entity.name, primaryKey: try reader.value(), kind: .insert, changedColumns: columns))
+            }
+        }
     }
 
     /// Tombstones are JSON objects written by the delete trigger; blobs travel as hex.

@@ -6,8 +6,10 @@ import LogsyncCore
 /// cost SQLite adds per row: a trigger program to set up and tear down, and a statement journal because a
 /// trigger might fail halfway (`docs/BENCHMARKS.md`, replay). So, while it applies remote transactions,
 /// the merge turns the writer connection's triggers off and writes what they would have written itself:
-/// ``MergeWriter`` records each insert, update and delete in `_ls_log` as the capture triggers do, and a
-/// delete moves the row's live state to `_ls_row` as the delete trigger does. Nothing else is lost with the
+/// ``MergeWriter`` records each update and delete in `_ls_log` as the capture triggers do, and a delete
+/// moves the row's live state to `_ls_row` as the delete trigger does. Inserts, most of what an import
+/// writes, are packed: consecutive inserts of one entity take a single history row of kind 4 whose `pk`
+/// holds their keys (``HistoryReader`` reads it as one insert per key, `docs/history.md`). Nothing else is lost with the
 /// triggers: the delete-rule triggers stand aside while the merge runs anyway (``SchemaSQL/unlessMerging``),
 /// and the merge never changes a primary key, which is all the key guard checks.
 ///
@@ -48,11 +50,36 @@ extension Store {
 }
 
 extension MergeWriter {
-    /// With triggers off: records an insert (every column) or an update (the columns in `mask`) of a row
-    /// in history, as the capture triggers would.
-    func recordHistory(_ kind: ChangeKind, of primaryKey: DatabaseValue, info: Catalog.EntityInfo, mask: Int64) throws {
+    /// With triggers off: records an insert of a row in history, packed with the inserts of the same entity
+    /// just before it. ``recordPackedInserts()`` writes them.
+    func recordInsert(of primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws {
+        if let open = statements.packedInserts, open.entity !== info {
+            try recordPackedInserts()
+        }
+        var keys = statements.packedInserts.take()?.keys ?? []
+        RowStateCoding.appendValue(primaryKey, to: &keys)
+        statements.packedInserts = (info, keys)
+    }
+
+    /// Writes the packed inserts as one history row: kind 4, the entity, every column, and the keys as a
+    /// blob (each as ``RowStateCoding/appendValue(_:to:)`` encodes it). Runs before any other history row
+    /// and at the end of each re-projection, so history keeps the order of the writes.
+    func recordPackedInserts() throws {
+        guard let (info, keys) = statements.packedInserts.take() else { return }
         let statement = try statements.insertHistory()
-        try statement.bind(Int64(kind.rawValue), at: 1)
+        try statement.bind(Int64(4), at: 1)
+        try statement.bind(info.id, at: 2)
+        try keys.withUnsafeBytes { try statement.bind(bytes: $0, at: 3) }
+        try statement.bind(info.allColumnsMask, at: 4)
+        try statement.run()
+    }
+
+    /// With triggers off: records an update (the columns in `mask`) of a row in history, as the capture
+    /// trigger would.
+    func recordUpdate(of primaryKey: DatabaseValue, info: Catalog.EntityInfo, mask: Int64) throws {
+        try recordPackedInserts()
+        let statement = try statements.insertHistory()
+        try statement.bind(Int64(ChangeKind.update.rawValue), at: 1)
         try statement.bind(info.id, at: 2)
         try statement.bind(primaryKey, at: 3)
         try statement.bind(mask, at: 4)
@@ -62,6 +89,7 @@ extension MergeWriter {
     /// With triggers off, just before the row is deleted: what the delete trigger records after it — the
     /// history row with its tombstone, and the row's live state moved to `_ls_row`.
     func recordDelete(of primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws {
+        try recordPackedInserts()
         let rows = try statements.rows(of: info)
         for statement in [rows.deleteHistory, rows.moveLiveState, rows.deleteLiveState] {
             try statement.bind(info.id, at: 1)

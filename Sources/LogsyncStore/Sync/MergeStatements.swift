@@ -34,6 +34,10 @@ final class MergeStatements {
     /// allocate a new buffer per row.
     var encodeBuffer: [UInt8] = []
 
+    /// Inserts of one entity the merge has made with triggers off and not yet recorded in history: the
+    /// entity, and its keys, packed (`MergeCapture.swift`).
+    var packedInserts: (entity: Catalog.EntityInfo, keys: [UInt8])?
+
     init(connection: Connection) {
         self.connection = connection
     }

@@ -175,6 +175,12 @@ struct MergeWriter {
     /// with the row's insert. If the row is in the table after all (its state is in `_ls_live`, which the
     /// merge did not look in), the insert fails: the two states are merged and the row updated instead.
     func refresh(_ merged: MergedRows, nodes: inout NodeTable) throws {
+        statements.packedInserts = nil  // left by a transaction that failed
+        try refreshRows(merged, nodes: &nodes)
+        try recordPackedInserts()
+    }
+
+    private func refreshRows(_ merged: MergedRows, nodes: inout NodeTable) throws {
         var remaining: [RowKey: Bool] = [:]
         for row in merged.rows {
             if row.info.isIsolated {
@@ -192,6 +198,12 @@ struct MergeWriter {
     /// Re-projects `changed` rows (true: changed structurally), as ``refresh(_:nodes:)`` does, for changes
     /// folded from local history: those rows are already in the table as the local writes left them.
     func refresh(changed: [RowKey: Bool], nodes: inout NodeTable) throws {
+        statements.packedInserts = nil
+        try refreshRows(changed: changed, nodes: &nodes)
+        try recordPackedInserts()
+    }
+
+    private func refreshRows(changed: [RowKey: Bool], nodes: inout NodeTable) throws {
         guard !changed.isEmpty else { return }
         var remaining: [RowKey: Bool] = [:]
         for (key, structural) in changed {
@@ -329,7 +341,7 @@ struct MergeWriter {
         try statement.run()
         // Read before the history row is appended, which has a rowid of its own.
         let rowID = connection.lastInsertedRowID
-        if capturesHistory { try recordHistory(.insert, of: primaryKey, info: info, mask: info.allColumnsMask) }
+        if capturesHistory { try recordInsert(of: primaryKey, info: info) }
         return rowID
     }
 
@@ -351,7 +363,7 @@ struct MergeWriter {
             + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
         try connection.execute(sql, changes.map(\.value) + [primaryKey])
         if capturesHistory, connection.changes > 0 {
-            try recordHistory(.update, of: primaryKey, info: info, mask: info.mask(of: changes.map(\.column)))
+            try recordUpdate(of: primaryKey, info: info, mask: info.mask(of: changes.map(\.column)))
         }
     }
 

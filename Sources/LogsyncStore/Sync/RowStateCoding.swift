@@ -148,6 +148,8 @@ enum RowStateCoding {
 
         init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
+        var isAtEnd: Bool { offset >= bytes.count }
+
         mutating func byte() throws -> UInt8 {
             guard offset < bytes.count else { throw corrupt("truncated") }
             defer { offset += 1 }
