@@ -20,7 +20,7 @@ struct HistoryReader {
         var changes: [HistoryChange] = []
         while result.count < limit, try statement.step() {
             let kind = statement.int64(at: 1)
-            if kind == 4 {
+            if kind == SchemaSQL.packedInsertsKind {
                 try appendPackedInserts(from: statement, to: &changes)
                 continue
             }
@@ -54,7 +54,7 @@ struct HistoryReader {
             changedColumns: changeKind == .delete ? [] : info.columnNames(inMask: mask), tombstone: tombstone)
     }
 
-    /// A row of kind 4: inserts of one entity the merge packed into one row (`MergeCapture.swift`), its
+    /// A row of kind ``SchemaSQL/packedInsertsKind``: inserts of one entity the merge packed into one row (`MergeCapture.swift`), its
     /// keys one after another in `pk`.
     private func appendPackedInserts(from statement: Statement, to changes: inout [HistoryChange]) throws {
         guard let info = catalog.byID[statement.int64(at: 2)], statement.isBlob(at: 3) else { return }

@@ -15,6 +15,10 @@ enum SchemaSQL {
     ///   move them to `_ls_row` (``rowStates``).
     static let formatVersion: Int64 = 3
 
+    /// The kind of an `_ls_log` row holding a run of inserts of one entity, their keys packed in `pk`: written
+    /// only by the merge with triggers off (`MergeCapture.swift`), read as one insert per key.
+    static let packedInsertsKind: Int64 = 4
+
     /// The history log: change rows (kind 1–3) appended by triggers, closed by a commit marker (kind 0)
     /// that carries the transaction's clock, author, context and origin. A marker's `seq` is the token.
     static let bookkeeping = """

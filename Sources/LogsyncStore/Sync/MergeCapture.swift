@@ -61,27 +61,36 @@ extension MergeWriter {
         statements.packedInserts = (info, keys)
     }
 
-    /// Writes the packed inserts as one history row: kind 4, the entity, every column, and the keys as a
-    /// blob (each as ``RowStateCoding/appendValue(_:to:)`` encodes it). Runs before any other history row
-    /// and at the end of each re-projection, so history keeps the order of the writes.
+    /// Runs `body`, a re-projection, recording the inserts it packs once it is done. Inserts left packed
+    /// by a re-projection that failed (its transaction rolled back) are dropped first.
+    func packingInserts(_ body: () throws -> Void) throws {
+        statements.packedInserts = nil
+        try body()
+        try recordPackedInserts()
+    }
+
+    /// Writes the packed inserts as one history row: kind ``SchemaSQL/packedInsertsKind``, the entity,
+    /// every column, and the keys as a blob (each as ``RowStateCoding/appendValue(_:to:)`` encodes it).
+    /// Runs before any other history row and at the end of each re-projection, so history keeps the order
+    /// of the writes.
     func recordPackedInserts() throws {
         guard let (info, keys) = statements.packedInserts.take() else { return }
-        let statement = try statements.insertHistory()
-        try statement.bind(Int64(4), at: 1)
-        try statement.bind(info.id, at: 2)
-        try keys.withUnsafeBytes { try statement.bind(bytes: $0, at: 3) }
-        try statement.bind(info.allColumnsMask, at: 4)
-        try statement.run()
+        try appendHistory(kind: SchemaSQL.packedInsertsKind, key: .blob(keys), info: info, mask: info.allColumnsMask)
     }
 
     /// With triggers off: records an update (the columns in `mask`) of a row in history, as the capture
     /// trigger would.
     func recordUpdate(of primaryKey: DatabaseValue, info: Catalog.EntityInfo, mask: Int64) throws {
         try recordPackedInserts()
+        try appendHistory(kind: Int64(ChangeKind.update.rawValue), key: primaryKey, info: info, mask: mask)
+    }
+
+    /// Appends a change row to `_ls_log` (``MergeStatements/insertHistory()``).
+    private func appendHistory(kind: Int64, key: DatabaseValue, info: Catalog.EntityInfo, mask: Int64) throws {
         let statement = try statements.insertHistory()
-        try statement.bind(Int64(ChangeKind.update.rawValue), at: 1)
+        try statement.bind(kind, at: 1)
         try statement.bind(info.id, at: 2)
-        try statement.bind(primaryKey, at: 3)
+        try statement.bind(key, at: 3)
         try statement.bind(mask, at: 4)
         try statement.run()
     }
@@ -92,8 +101,7 @@ extension MergeWriter {
         try recordPackedInserts()
         let rows = try statements.rows(of: info)
         for statement in [rows.deleteHistory, rows.moveLiveState, rows.deleteLiveState] {
-            try statement.bind(info.id, at: 1)
-            try statement.bind(primaryKey, at: 2)
+            try bindRow(statement, primaryKey, info: info)
             try statement.run()
         }
     }

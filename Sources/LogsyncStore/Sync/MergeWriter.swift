@@ -41,13 +41,19 @@ struct MergeWriter {
         try readState(try statements.rows(of: info).liveState, primaryKey, info: info, nodes: nodes, at: 1)
     }
 
+    /// Binds a row's entity id and key to parameters 1 and 2, as every per-row state and history statement
+    /// takes them.
+    func bindRow(_ statement: Statement, _ primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws(SQLiteError) {
+        try statement.bind(info.id, at: 1)
+        try statement.bind(primaryKey, at: 2)
+    }
+
     /// Runs `statement` with parameters (entity, pk) and decodes the state in its columns `at` (cl) and
     /// `at + 1` (state).
     private func readState(
         _ statement: Statement, _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable, at column: Int
     ) throws -> RowState? {
-        try statement.bind(info.id, at: 1)
-        try statement.bind(primaryKey, at: 2)
+        try bindRow(statement, primaryKey, info: info)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
         return try RowStateCoding.decode(statement, at: column, info: info, nodes: nodes)
@@ -70,8 +76,7 @@ struct MergeWriter {
         }
         guard entityHasStates else { return false }
         let statement = try statements.loadState()
-        try statement.bind(info.id, at: 1)
-        try statement.bind(primaryKey, at: 2)
+        try bindRow(statement, primaryKey, info: info)
         defer { statement.reset() }
         return try statement.step()
     }
@@ -89,8 +94,7 @@ struct MergeWriter {
         if previous != nil {
             // A changed state leaves `_ls_live` for good, wherever it was.
             let statement = try statements.rows(of: info).deleteLiveState
-            try statement.bind(info.id, at: 1)
-            try statement.bind(primaryKey, at: 2)
+            try bindRow(statement, primaryKey, info: info)
             try statement.run()
         }
         try updateReferences(of: primaryKey, info: info, from: previous, to: state)
@@ -111,8 +115,7 @@ struct MergeWriter {
         _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, with statement: Statement, nodes: inout NodeTable
     ) throws {
         try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
-        try statement.bind(info.id, at: 1)
-        try statement.bind(primaryKey, at: 2)
+        try bindRow(statement, primaryKey, info: info)
         try statement.bind(Int64(state.causalLength), at: 3)
         try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
         try statement.run()
@@ -175,9 +178,7 @@ struct MergeWriter {
     /// with the row's insert. If the row is in the table after all (its state is in `_ls_live`, which the
     /// merge did not look in), the insert fails: the two states are merged and the row updated instead.
     func refresh(_ merged: MergedRows, nodes: inout NodeTable) throws {
-        statements.packedInserts = nil  // left by a transaction that failed
-        try refreshRows(merged, nodes: &nodes)
-        try recordPackedInserts()
+        try packingInserts { try refreshRows(merged, nodes: &nodes) }
     }
 
     private func refreshRows(_ merged: MergedRows, nodes: inout NodeTable) throws {
@@ -198,9 +199,7 @@ struct MergeWriter {
     /// Re-projects `changed` rows (true: changed structurally), as ``refresh(_:nodes:)`` does, for changes
     /// folded from local history: those rows are already in the table as the local writes left them.
     func refresh(changed: [RowKey: Bool], nodes: inout NodeTable) throws {
-        statements.packedInserts = nil
-        try refreshRows(changed: changed, nodes: &nodes)
-        try recordPackedInserts()
+        try packingInserts { try refreshRows(changed: changed, nodes: &nodes) }
     }
 
     private func refreshRows(changed: [RowKey: Bool], nodes: inout NodeTable) throws {
