@@ -29,13 +29,33 @@ public final class NotifyReceiver: @unchecked Sendable {
         guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
         var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // The kernel stamps each datagram as it is queued: a receiver thread starved on a loaded machine
+        // still records when each message was sent, not when it got round to reading it.
+        var on: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_TIMESTAMPNS, &on, socklen_t(MemoryLayout<Int32>.size))
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 4096)
+            var control = [UInt8](repeating: 0, count: 256)
             while lock.withLock({ running }) {
-                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                var queuedAt: timespec?
+                let count = buffer.withUnsafeMutableBytes { data in
+                    control.withUnsafeMutableBytes { controlBytes in
+                        var vector = iovec(iov_base: data.baseAddress, iov_len: data.count)
+                        return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                            var header = msghdr()
+                            header.msg_iov = vectorPointer
+                            header.msg_iovlen = 1
+                            header.msg_control = controlBytes.baseAddress
+                            header.msg_controllen = controlBytes.count
+                            let count = recvmsg(descriptor, &header, 0)
+                            if count > 0 { queuedAt = Self.timestamp(in: UnsafeRawBufferPointer(rebasing: controlBytes[0..<header.msg_controllen])) }
+                            return count
+                        }
+                    }
+                }
                 guard count > 0 else { continue }
                 let message = String(decoding: buffer[0..<count], as: UTF8.self)
-                lock.withLock { received.append((ContinuousClock.now, message)) }
+                lock.withLock { received.append((Self.instant(of: queuedAt), message)) }
             }
         }
         thread.start()
@@ -45,6 +65,34 @@ public final class NotifyReceiver: @unchecked Sendable {
         lock.withLock { running = false }
         close(descriptor)
         unlink(path)
+    }
+
+    /// The `SCM_TIMESTAMPNS` control message's time, walking the `cmsghdr`s by hand (Swift has no
+    /// `CMSG_*` macros): length (`size_t`), level, type, then the data, each header 8-byte aligned.
+    private static func timestamp(in control: UnsafeRawBufferPointer) -> timespec? {
+        let headerSize = MemoryLayout<Int>.size + 2 * MemoryLayout<Int32>.size
+        var offset = 0
+        while offset + headerSize <= control.count {
+            let length = control.loadUnaligned(fromByteOffset: offset, as: Int.self)
+            let level = control.loadUnaligned(fromByteOffset: offset + MemoryLayout<Int>.size, as: Int32.self)
+            let type = control.loadUnaligned(fromByteOffset: offset + MemoryLayout<Int>.size + 4, as: Int32.self)
+            guard length >= headerSize, offset + length <= control.count else { return nil }
+            if level == SOL_SOCKET, type == SO_TIMESTAMPNS, length >= headerSize + MemoryLayout<timespec>.size {
+                return control.loadUnaligned(fromByteOffset: offset + headerSize, as: timespec.self)
+            }
+            offset += (length + 7) & ~7
+        }
+        return nil
+    }
+
+    /// Turns a kernel wall-clock stamp into a `ContinuousClock` instant: now, less how long ago it was.
+    private static func instant(of stamp: timespec?) -> ContinuousClock.Instant {
+        let now = ContinuousClock.now
+        guard let stamp else { return now }
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        let ago = Duration.seconds(wall.tv_sec - stamp.tv_sec) + .nanoseconds(wall.tv_nsec - stamp.tv_nsec)
+        return ago > .zero && ago < .seconds(60) ? now - ago : now
     }
 
     /// Every message so far, oldest first.

@@ -49,20 +49,22 @@ struct SchemaAndArrivalTests {
         try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "first"]) }
         _ = try writer.sync()
 
-        let arrivals = reader.arrivals(rescanInterval: .seconds(30))
+        let arrivals = reader.arrivals(rescanInterval: .seconds(60))
         var iterator = arrivals.makeAsyncIterator()
         _ = await iterator.next()  // the initial wake-up
         var delays: [Duration] = []
         for i in 0..<3 {
             try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": .text("n\(i)")]) }
-            let start = ContinuousClock.now
+            // Timed from the end of the publish: under a loaded CI machine the publish itself (fsyncs)
+            // can take a while, and that is not what this measures.
             _ = try writer.sync()
+            let start = ContinuousClock.now
             _ = await iterator.next()
             delays.append(ContinuousClock.now - start)
         }
         print("arrival wake-ups after publish: \(delays)")
-        // With a 30 s rescan interval, anything under a second can only be inotify.
-        #expect(delays.allSatisfy { $0 < .seconds(1) }, "\(delays)")
+        // With a 60 s rescan interval, anything under five seconds can only be inotify.
+        #expect(delays.allSatisfy { $0 < .seconds(5) }, "\(delays)")
         let report = try cluster.engine(b).sync()
         #expect(report.appliedTransactions == 4)
     }
