@@ -207,15 +207,18 @@ struct DaemonRefusalTests {
         #expect(result.status == 71)
         #expect(result.stderr.contains("control socket \(a.socketPath) is in use"), "\(result.stderr)")
         // syncctl aimed at something that is not syncd says so, with its own exit code.
-        // The squatter answers every connection (syncd's probe is still in its backlog) with something else.
-        let answer = Task.detached {
+        // The squatter answers every connection (syncd's probe is still in its backlog) with something else,
+        // from its own thread: a blocking accept on the cooperative pool can be starved by other tests.
+        let answered = DispatchSemaphore(value: 0)
+        Thread {
             while let client = squatter.accept() { try? client.write(Array("HTTP/1.0 400 nope\n".utf8)) }
-        }
+            answered.signal()
+        }.start()
         let confused = try await a.syncctl(["status"])
         #expect(confused.status == 4, "\(confused)")
         #expect(confused.stderr.contains("not a syncd control socket"))
         squatter.shutdown()
-        _ = await answer.value
+        answered.wait()
     }
 
     @Test("syncctl says when syncd is not running, with its own exit code")
