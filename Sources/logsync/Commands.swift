@@ -121,7 +121,7 @@ struct Hold: ParsableCommand {
 enum HistoryFormatter {
     static func describe(_ transaction: HistoryTransaction) -> String {
         var lines = [
-            "#\(transaction.token) at \(transaction.timestamp) origin=\(transaction.origin) "
+            "#\(transaction.token) at \(transaction.timestamp.wallClockDescription) origin=\(transaction.origin) "
                 + "author=\(transaction.author ?? "-") context=\(transaction.contextName ?? "-")"
         ]
         for change in transaction.changes {

@@ -166,7 +166,7 @@ struct History: ParsableCommand {
         let entries = try connection.request(.history, limit: limit).history ?? []
         if connection.json { return connection.printJSON(entries) }
         for entry in entries {
-            print("#\(entry.token) at \(entry.timestamp) origin=\(entry.origin) author=\(entry.author ?? "-") context=\(entry.context ?? "-") changes=\(entry.changes)")
+            print("#\(entry.token) at \(entry.time ?? entry.timestamp) origin=\(entry.origin) author=\(entry.author ?? "-") context=\(entry.context ?? "-") changes=\(entry.changes)")
         }
     }
 }

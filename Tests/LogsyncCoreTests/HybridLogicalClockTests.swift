@@ -1,3 +1,4 @@
+import Foundation
 import LogsyncCore
 import Testing
 
@@ -47,5 +48,20 @@ struct HybridLogicalClockTests {
         let values = [HLCTimestamp(physicalMilliseconds: 1_795_000_000_000, logical: 3), HLCTimestamp(physicalMilliseconds: 1_795_000_000_001, logical: 0)]
         #expect(values.map { HLCTimestamp(storageValue: $0.storageValue) } == values)
         #expect(values[0].storageValue < values[1].storageValue)
+    }
+
+    @Test("timestamps read as UTC wall time, the same as Foundation's ISO 8601 formatter says")
+    func wallClockDescription() {
+        #expect(HLCTimestamp(physicalMilliseconds: 0, logical: 0).wallClockDescription == "1970-01-01T00:00:00.000Z")
+        #expect(HLCTimestamp(physicalMilliseconds: 1_795_252_162_530, logical: 0).wallClockDescription == "2026-11-21T09:09:22.530Z")
+        #expect(HLCTimestamp(physicalMilliseconds: 1_709_208_000_007, logical: 3).wallClockDescription == "2024-02-29T12:00:00.007Z+3")
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let milliseconds = UInt64.random(in: 0..<(1 << 42), using: &rng)  // up to the year 2109
+            let expected = formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000 + 0.0001))
+            #expect(HLCTimestamp(physicalMilliseconds: milliseconds, logical: 0).wallClockDescription == expected, "\(milliseconds) ms")
+        }
     }
 }

@@ -78,6 +78,17 @@ struct DaemonTests {
         let applied = try await b.syncctl(["trigger", "--json"])
         #expect(applied.status == 0)
         #expect(try b.openStore().read("SELECT title FROM Note WHERE id = ?", [.text(id)]) == [[.text("now")]])
+
+        // b's history shows the import with a's node as origin, at a wall-clock time a person can read.
+        let history = try await b.syncctl(["history", "--limit", "1"])
+        #expect(history.status == 0)
+        let line = history.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        let days = Set([Date(timeIntervalSinceNow: -60), Date()].map { String(ISO8601DateFormatter().string(from: $0).prefix(10)) })
+        #expect(days.contains { line.contains(" at \($0)T") } && line.contains("Z origin=\(a.nodeID!) author=a"), "\(history.stdout)")
+        let json = try await b.syncctl(["history", "--limit", "1", "--json"])
+        let entries = try JSONDecoder().decode([HistoryEntry].self, from: Data(json.stdout.utf8))
+        #expect(entries.count == 1 && entries[0].timestamp.contains("."), "\(json.stdout)")
+        #expect(days.contains { entries.first?.time?.hasPrefix($0) == true }, "\(json.stdout)")
         try await a.stop()
         try await b.stop()
     }

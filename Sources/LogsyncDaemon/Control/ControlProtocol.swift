@@ -165,7 +165,10 @@ public struct TriggerResult: Codable, Sendable {
 
 public struct HistoryEntry: Codable, Sendable {
     public var token: Int64
+    /// The transaction's HLC, `physical-ms.logical`: exact, and how transactions order.
     public var timestamp: String
+    /// The same instant as UTC wall time for people (`2026-11-21T09:09:22.530Z`); absent from older syncd.
+    public var time: String?
     public var author: String?
     public var context: String?
     public var origin: String

@@ -227,7 +227,7 @@ public final class SyncDaemon: @unchecked Sendable {
 
     func history(limit: Int) throws -> [HistoryEntry] {
         try store.recentHistory(limit: limit).map {
-            HistoryEntry(token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), author: $0.author, context: $0.contextName,
+            HistoryEntry(token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), time: $0.timestamp.wallClockDescription, author: $0.author, context: $0.contextName,
                          origin: $0.origin.description, changes: $0.changes.count)
         }
     }
