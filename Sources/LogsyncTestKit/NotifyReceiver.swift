@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -89,9 +90,8 @@ public final class NotifyReceiver: @unchecked Sendable {
     private static func instant(of stamp: timespec?) -> ContinuousClock.Instant {
         let now = ContinuousClock.now
         guard let stamp else { return now }
-        var wall = timespec()
-        clock_gettime(CLOCK_REALTIME, &wall)
-        let ago = Duration.seconds(wall.tv_sec - stamp.tv_sec) + .nanoseconds(wall.tv_nsec - stamp.tv_nsec)
+        let stamped = Int64(stamp.tv_sec) * 1_000_000_000 + Int64(stamp.tv_nsec)
+        let ago = Duration.nanoseconds(Int64(WallClock.nanoseconds()) - stamped)
         return ago > .zero && ago < .seconds(60) ? now - ago : now
     }
 
