@@ -1,3 +1,5 @@
+import Foundation
+
 /// A hybrid logical clock timestamp: 48 bits of physical milliseconds since 1970 and a 16-bit logical
 /// counter, ordered as one unsigned integer.
 ///
@@ -24,30 +26,13 @@ public struct HLCTimestamp: Sendable, Hashable, Comparable, Codable, CustomStrin
     /// The physical part as UTC wall time for people, with the logical counter when it is not zero:
     /// `2026-11-21T10:02:42.530Z`, `2026-11-21T10:02:42.530Z+3`.
     public var wallClockDescription: String {
-        let milliseconds = physicalMilliseconds
-        let seconds = milliseconds / 1000
-        let (year, month, day) = Self.civilDate(daysSince1970: Int64(seconds / 86_400))
-        let secondOfDay = seconds % 86_400
-        func pad(_ value: some BinaryInteger, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        let time = "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(milliseconds % 1000, 3))"
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(time)Z" + (logical == 0 ? "" : "+\(logical)")
-    }
-
-    /// Year, month and day of a day count since 1970-01-01 in the proleptic Gregorian calendar
-    /// (H. Hinnant's `civil_from_days`).
-    static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthIndex = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
-        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        var seconds = time_t(physicalMilliseconds / 1000)
+        var utc = tm()
+        gmtime_r(&seconds, &utc)
+        let text = String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+            utc.tm_hour, utc.tm_min, utc.tm_sec, Int32(physicalMilliseconds % 1000))
+        return logical == 0 ? text : text + "+\(logical)"
     }
 
     /// The value as stored in SQLite's signed 64-bit integers (48-bit milliseconds keep it positive).
