@@ -93,11 +93,7 @@ struct Catalog: Sendable {
         }
         self.byName = byName
         self.byID = byID
-        self.referenced = referenced
     }
-
-    /// Entities that some relationship points to: their structural changes can affect other rows.
-    let referenced: Set<String>
 }
 
 /// The per-row statements of one entity, with every column in bit order.

@@ -10,15 +10,13 @@ struct SchemaRegistration {
     /// Runs inside the caller's write transaction.
     func run() throws -> Catalog {
         try connection.execute(SchemaSQL.bookkeeping)
-        if let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'"),
-            format > SchemaSQL.formatVersion
-        {
+        let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'")
+        if let format, format > SchemaSQL.formatVersion {
             throw StoreError(
                 .incompatibleFormat,
                 "this store was written by a newer logsync (store format \(format), this build reads up to \(SchemaSQL.formatVersion)); upgrade logsync",
                 path: connection.path)
         }
-        let format = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'format'")
         if let format, format < 2 {
             try migrateRowStatesToRowid()
         }

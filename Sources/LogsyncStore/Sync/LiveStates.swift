@@ -14,24 +14,12 @@ extension MergeWriter {
             return
         }
         do {
-            try insertLiveState(state, id: id, primaryKey: primaryKey, info: info, nodes: &nodes)
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes)
         } catch {
             guard (error as? SQLiteError)?.isConstraint == true else { throw error }
             try rehomeLiveState(info: info, id: id, nodes: &nodes)
-            try insertLiveState(state, id: id, primaryKey: primaryKey, info: info, nodes: &nodes)
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes)
         }
-    }
-
-    private func insertLiveState(
-        _ state: RowState, id: Int64, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable
-    ) throws {
-        try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
-        let statement = try statements.insertLiveState()
-        try statement.bind(id, at: 1)
-        try statement.bind(primaryKey, at: 2)
-        try statement.bind(Int64(state.causalLength), at: 3)
-        try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
-        try statement.run()
     }
 
     /// Moves the state at `id` in `_ls_live` to `_ls_row`, merged with any state the row has there (a row

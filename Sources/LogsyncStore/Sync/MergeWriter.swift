@@ -110,12 +110,15 @@ struct MergeWriter {
         return true
     }
 
-    /// Runs `statement`, an insert into `_ls_row` whose parameters are (entity, pk, cl, state).
-    private func writeState(
-        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, with statement: Statement, nodes: inout NodeTable
+    /// Runs `statement`, an insert whose parameters are (`first`, pk, cl, state): into `_ls_row`, `first` is
+    /// the entity (the default); into `_ls_live`, the live id.
+    func writeState(
+        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, with statement: Statement, first: Int64? = nil,
+        nodes: inout NodeTable
     ) throws {
         try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
-        try bindRow(statement, primaryKey, info: info)
+        try statement.bind(first ?? info.id, at: 1)
+        try statement.bind(primaryKey, at: 2)
         try statement.bind(Int64(state.causalLength), at: 3)
         try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
         try statement.run()
@@ -381,7 +384,7 @@ struct MergeWriter {
         var frontier = changed.filter(\.value).map(\.key)
         while let key = frontier.popLast() {
             guard let info = catalog.byName[key.entity] else { continue }
-            var found = catalog.referenced.contains(key.entity) ? try children(of: key, info: info) : []
+            var found = info.isReferenced ? try children(of: key, info: info) : []
             if !info.entity.uniqueKeys.isEmpty {
                 found += try aliasPeers(of: key, info: info, state: try known[key] ?? loadState(key, nodes: nodes))
             }

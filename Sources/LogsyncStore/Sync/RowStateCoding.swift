@@ -3,12 +3,6 @@ import LogsyncCore
 /// The byte form of a ``RowState`` in `_ls_row.state`: the latest delete's clock, then one register per
 /// column (column bit, clock, value). Node ids are stored as small indexes into `_ls_node`.
 enum RowStateCoding {
-    static func encode(_ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection) throws -> [UInt8] {
-        var out: [UInt8] = []
-        try encode(state, info: info, nodes: &nodes, connection: connection, into: &out)
-        return out
-    }
-
     /// Encodes `state` into `out`, replacing its contents (its capacity is kept, so one buffer serves
     /// every row of a merge).
     static func encode(
