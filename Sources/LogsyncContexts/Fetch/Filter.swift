@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncStore
 
 /// A column of an entity, to build filters and sort descriptors from:
 /// `Column("title") == "Groceries"`, `Column("pinned") == true && Column("body").contains("milk")`.
@@ -138,16 +139,16 @@ struct ResolvedFilter: Sendable {
             return "1"
         case .compare(let column, let comparison, let value):
             arguments.append(value)
-            return "\(quote(column)) \(comparison.rawValue) ?"
+            return "\(SchemaSQL.quote(column)) \(comparison.rawValue) ?"
         case .isNull(let column):
-            return "\(quote(column)) IS NULL"
+            return "\(SchemaSQL.quote(column)) IS NULL"
         case .contains(let column, let text, let caseInsensitive):
             arguments.append(.text(text))
-            return caseInsensitive ? "instr(lower(\(quote(column))), lower(?)) > 0" : "instr(\(quote(column)), ?) > 0"
+            return caseInsensitive ? "instr(lower(\(SchemaSQL.quote(column))), lower(?)) > 0" : "instr(\(SchemaSQL.quote(column)), ?) > 0"
         case .isIn(let column, let values):
             guard !values.isEmpty else { return "0" }
             arguments.append(contentsOf: values)
-            return "\(quote(column)) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
+            return "\(SchemaSQL.quote(column)) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
         case .and(let lhs, let rhs):
             return "(\(sql(lhs, &arguments)) AND \(sql(rhs, &arguments)))"
         case .or(let lhs, let rhs):
@@ -171,7 +172,7 @@ struct ResolvedFilter: Sendable {
         case .compare(let column, let comparison, let value):
             let stored = row[column] ?? .null
             if stored.isNull || value.isNull { return nil }
-            let order = SQLiteOrdering.compare(stored, value)
+            let order = stored.sqliteOrder(comparedTo: value)
             switch comparison {
             case .equal: return order == 0
             case .notEqual: return order != 0
@@ -194,7 +195,7 @@ struct ResolvedFilter: Sendable {
         case .isIn(let column, let values):
             let stored = row[column] ?? .null
             if stored.isNull { return nil }
-            return values.contains { !$0.isNull && SQLiteOrdering.compare(stored, $0) == 0 }
+            return values.contains { !$0.isNull && stored.sqliteOrder(comparedTo: $0) == 0 }
         case .and(let lhs, let rhs):
             let left = evaluate(lhs, row), right = evaluate(rhs, row)
             if left == false || right == false { return false }
@@ -207,9 +208,4 @@ struct ResolvedFilter: Sendable {
             return evaluate(inner, row).map { !$0 }
         }
     }
-}
-
-/// Quotes an identifier for SQL (names are validated by the schema; quoting keeps keywords safe).
-func quote(_ name: String) -> String {
-    "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
 }

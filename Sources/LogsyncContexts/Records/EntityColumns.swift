@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncStore
 
 /// A row of an entity, keyed by column name, primary key included.
 typealias Row = [String: DatabaseValue]
@@ -49,7 +50,7 @@ struct EntityColumns: Sendable {
 
     /// `SELECT` of every column, in ``columns`` order.
     var selectAll: String {
-        "SELECT " + columns.map(quote).joined(separator: ", ") + " FROM " + quote(name)
+        "SELECT " + columns.map(SchemaSQL.quote).joined(separator: ", ") + " FROM " + SchemaSQL.quote(name)
     }
 
     func row(_ values: [DatabaseValue]) -> Row {

@@ -103,6 +103,15 @@ struct RowCoder: Sendable {
             declaration: column.declaration)
     }
 
+    /// Why a property cannot be encoded or decoded as a container of its own.
+    func nestedValueError(forProperty property: String, of recordType: Any.Type) -> ContextError {
+        do {
+            return try column(forProperty: property, of: recordType).mismatch("a nested container")
+        } catch {
+            return error
+        }
+    }
+
     /// How a key is stored in a column of `type`: 36 lowercase characters, or 16 bytes for `uuidBlob`.
     static func keyValue(_ id: UUID, type: AttributeType) -> DatabaseValue {
         type == .uuidBlob ? .blob(withUnsafeBytes(of: id.uuid) { Array($0) }) : .text(id.uuidString.lowercased())

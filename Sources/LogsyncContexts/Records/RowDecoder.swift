@@ -34,15 +34,6 @@ struct RowDecoder: Decoder {
         guard let value = row[column.name], !value.isNull else { throw column.missingValue }
         return try column.decode(type, from: value)
     }
-
-    /// Why a property cannot be decoded as a container of its own.
-    func nestedValueError(forProperty property: String) -> ContextError {
-        do {
-            return try coder.column(forProperty: property, of: recordType).mismatch("a nested container")
-        } catch {
-            return error
-        }
-    }
 }
 
 /// The record's properties. An optional property whose column is absent or NULL decodes to nil.
@@ -71,14 +62,14 @@ struct RowDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func nestedContainer<NestedKey: CodingKey>(
         keyedBy type: NestedKey.Type, forKey key: Key
     ) throws -> KeyedDecodingContainer<NestedKey> {
-        throw decoder.nestedValueError(forProperty: key.stringValue)
+        throw decoder.coder.nestedValueError(forProperty: key.stringValue, of: decoder.recordType)
     }
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        throw decoder.nestedValueError(forProperty: key.stringValue)
+        throw decoder.coder.nestedValueError(forProperty: key.stringValue, of: decoder.recordType)
     }
-    func superDecoder() throws -> any Decoder { throw decoder.nestedValueError(forProperty: "super") }
+    func superDecoder() throws -> any Decoder { throw decoder.coder.nestedValueError(forProperty: "super", of: decoder.recordType) }
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        throw decoder.nestedValueError(forProperty: key.stringValue)
+        throw decoder.coder.nestedValueError(forProperty: key.stringValue, of: decoder.recordType)
     }
 }
 

@@ -37,15 +37,6 @@ final class RowEncoder: Encoder {
         let column = try coder.column(forProperty: property, of: recordType)
         row[column.name] = .null
     }
-
-    /// Why a property cannot be encoded as a container of its own.
-    func nestedValueError(forProperty property: String) -> ContextError {
-        do {
-            return try coder.column(forProperty: property, of: recordType).mismatch("a nested container")
-        } catch {
-            return error
-        }
-    }
 }
 
 /// The record's properties. A nil optional is written as `.null`: `encodeIfPresent`, which synthesized
@@ -95,16 +86,16 @@ struct RowEncodingContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func nestedContainer<NestedKey: CodingKey>(
         keyedBy keyType: NestedKey.Type, forKey key: Key
     ) -> KeyedEncodingContainer<NestedKey> {
-        KeyedEncodingContainer(KeyedRefusal(error: encoder.nestedValueError(forProperty: key.stringValue)))
+        KeyedEncodingContainer(KeyedRefusal(error: encoder.coder.nestedValueError(forProperty: key.stringValue, of: encoder.recordType)))
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        Refusal(error: encoder.nestedValueError(forProperty: key.stringValue))
+        Refusal(error: encoder.coder.nestedValueError(forProperty: key.stringValue, of: encoder.recordType))
     }
 
-    mutating func superEncoder() -> any Encoder { Refusal(error: encoder.nestedValueError(forProperty: "super")) }
+    mutating func superEncoder() -> any Encoder { Refusal(error: encoder.coder.nestedValueError(forProperty: "super", of: encoder.recordType)) }
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        Refusal(error: encoder.nestedValueError(forProperty: key.stringValue))
+        Refusal(error: encoder.coder.nestedValueError(forProperty: key.stringValue, of: encoder.recordType))
     }
 }
 

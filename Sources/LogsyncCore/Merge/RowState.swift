@@ -94,8 +94,13 @@ public struct RowKey: Sendable, Hashable, Comparable, CustomStringConvertible {
 
 extension DatabaseValue {
     /// A total order used to pick deterministic winners (e.g. of unique-key collisions): SQLite's own
-    /// order of storage classes (NULL < numbers < text < blob), then values.
-    public func sortsBefore(_ other: DatabaseValue) -> Bool {
+    /// order, as in ``sqliteOrder(comparedTo:)``.
+    public func sortsBefore(_ other: DatabaseValue) -> Bool { sqliteOrder(comparedTo: other) < 0 }
+
+    /// Negative, zero or positive as this value sorts before, with, or after `other` in SQLite's order:
+    /// NULL first, then numbers (integers and reals by value), then text (byte by byte: the BINARY
+    /// collation), then blobs (byte by byte).
+    public func sqliteOrder(comparedTo other: DatabaseValue) -> Int {
         func rank(_ value: DatabaseValue) -> Int {
             switch value {
             case .null: return 0
@@ -104,14 +109,19 @@ extension DatabaseValue {
             case .blob: return 3
             }
         }
+        func compare<T: Comparable>(_ a: T, _ b: T) -> Int { a < b ? -1 : (a == b ? 0 : 1) }
+        func bytes(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Int {
+            for (x, y) in zip(a, b) where x != y { return x < y ? -1 : 1 }
+            return compare(a.count, b.count)
+        }
         switch (self, other) {
-        case (.integer(let a), .integer(let b)): return a < b
-        case (.real(let a), .real(let b)): return a < b
-        case (.integer(let a), .real(let b)): return Double(a) < b
-        case (.real(let a), .integer(let b)): return a < Double(b)
-        case (.text(let a), .text(let b)): return Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8))
-        case (.blob(let a), .blob(let b)): return a.lexicographicallyPrecedes(b)
-        default: return rank(self) < rank(other)
+        case (.integer(let a), .integer(let b)): return compare(a, b)
+        case (.real(let a), .real(let b)): return compare(a, b)
+        case (.integer(let a), .real(let b)): return compare(Double(a), b)
+        case (.real(let a), .integer(let b)): return compare(a, Double(b))
+        case (.text(let a), .text(let b)): return bytes(a.utf8, b.utf8)
+        case (.blob(let a), .blob(let b)): return bytes(a, b)
+        default: return compare(rank(self), rank(other))
         }
     }
 }
