@@ -103,7 +103,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
             Report.progress(
                 "  \(slow.count) of \(latencies.count) samples took 100 ms or more (\(formatted(slow.min()!, decimals: 1))–"
                     + "\(formatted(slow.max()!, decimals: 1)) ms)"
-                    + (fast.isEmpty ? "" : "; the other \(fast.count): p50 \(formatted(Self.percentile(fast, 50), decimals: 2)) ms, "
+                    + (fast.isEmpty ? "" : "; the other \(fast.count): p50 \(formatted(Stats.percentile(fast, 50), decimals: 2)) ms, "
                         + "max \(formatted(fast.max()!, decimals: 2)) ms"))
         }
         let rechecked = samples.filter(\.foundByRecheck).count
@@ -121,8 +121,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         }
 
         for (prefix, values) in [("dir", latencies), ("context", contextLatencies)] {
-            Report.emit(metric("\(prefix)_p50_ms", Self.percentile(values, 50), unit: "ms", goal: 50, .lower))
-            Report.emit(metric("\(prefix)_p99_ms", Self.percentile(values, 99), unit: "ms", goal: 250, .lower))
+            Report.emit(metric("\(prefix)_p50_ms", Stats.percentile(values, 50), unit: "ms", goal: 50, .lower))
+            Report.emit(metric("\(prefix)_p99_ms", Stats.percentile(values, 99), unit: "ms", goal: 250, .lower))
             Report.emit(metric("\(prefix)_mean_ms", values.reduce(0, +) / Double(values.count), unit: "ms", goal: nil, .lower))
             Report.emit(metric("\(prefix)_max_ms", values.max()!, unit: "ms", goal: nil, .lower))
         }
@@ -133,8 +133,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
 
     /// Percentiles, mean and extremes of `values` on one line, with how many were timeouts.
     static func summary(_ values: [Double], timeouts: Int) -> String {
-        "p50 \(formatted(percentile(values, 50), decimals: 2)) ms, p90 \(formatted(percentile(values, 90), decimals: 2)) ms, "
-            + "p99 \(formatted(percentile(values, 99), decimals: 2)) ms, "
+        "p50 \(formatted(Stats.percentile(values, 50), decimals: 2)) ms, p90 \(formatted(Stats.percentile(values, 90), decimals: 2)) ms, "
+            + "p99 \(formatted(Stats.percentile(values, 99), decimals: 2)) ms, "
             + "mean \(formatted(values.reduce(0, +) / Double(values.count), decimals: 2)) ms, "
             + "min \(formatted(values.min()!, decimals: 2)) ms, max \(formatted(values.max()!, decimals: 2)) ms"
             + (timeouts > 0 ? "; \(timeouts) samples timed out (counted as \(formatted(sampleTimeout.inMilliseconds, decimals: 0)) ms)" : "")
@@ -272,9 +272,9 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
                     let latencies = results.map(\.latency)
                     let contextLatencies = results.map(\.context)
                     Report.progress(
-                        "  \(results.count)/\(count) samples: store p50 \(formatted(percentile(latencies, 50), decimals: 2)) ms, "
+                        "  \(results.count)/\(count) samples: store p50 \(formatted(Stats.percentile(latencies, 50), decimals: 2)) ms, "
                             + "max \(formatted(latencies.max()!, decimals: 2)) ms; "
-                            + "view context p50 \(formatted(percentile(contextLatencies, 50), decimals: 2)) ms, "
+                            + "view context p50 \(formatted(Stats.percentile(contextLatencies, 50), decimals: 2)) ms, "
                             + "max \(formatted(contextLatencies.max()!, decimals: 2)) ms")
                 }
             } else if index == warmUpSamples - 1 {
@@ -333,14 +333,6 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
 
     // MARK: - Statistics
 
-    /// The nearest-rank percentile: the smallest value with at least `p` % of the values at or below it.
-    static func percentile(_ values: [Double], _ p: Double) -> Double {
-        precondition(!values.isEmpty, "percentile of no values")
-        let sorted = values.sorted()
-        let rank = Int((p / 100 * Double(sorted.count)).rounded(.up))
-        return sorted[min(max(rank, 1), sorted.count) - 1]
-    }
-
     static func reportBreakdown(_ samples: [Sample]) {
         let matched = samples.filter { $0.published != nil && !$0.timedOut }
         guard !matched.isEmpty else {
@@ -350,7 +342,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         let exportTimes = matched.map { $0.published! }
         let importTimes = matched.map { $0.latency - $0.published! }
         func line(_ label: String, _ values: [Double]) -> String {
-            "\(label): p50 \(formatted(percentile(values, 50), decimals: 2)) ms, p99 \(formatted(percentile(values, 99), decimals: 2)) ms, "
+            "\(label): p50 \(formatted(Stats.percentile(values, 50), decimals: 2)) ms, p99 \(formatted(Stats.percentile(values, 99), decimals: 2)) ms, "
                 + "mean \(formatted(values.reduce(0, +) / Double(values.count), decimals: 2)) ms, max \(formatted(values.max()!, decimals: 2)) ms"
         }
         Report.progress(

@@ -82,6 +82,14 @@ enum Stats {
         let middle = sorted.count / 2
         return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
     }
+
+    /// The nearest-rank percentile: the smallest value with at least `percent` % of the values at or below it.
+    static func percentile(_ values: [Double], _ percent: Double) -> Double {
+        precondition(!values.isEmpty, "percentile of no values")
+        let sorted = values.sorted()
+        let rank = Int((percent / 100 * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
 }
 
 extension Duration {

@@ -152,19 +152,13 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
             let sorted = samples.latencies.sorted()
             let longest = samples.waits.indices.max { samples.waits[$0] + samples.commits[$0] < samples.waits[$1] + samples.commits[$1] }
             return RoundResult(
-                maximum: sorted.last!, p50: percentile(sorted, 0.50), p99: percentile(sorted, 0.99),
+                maximum: sorted.last!, p50: Stats.percentile(sorted, 50), p99: Stats.percentile(sorted, 99),
                 writes: samples.latencies.count, failures: samples.failures, importSeconds: importSeconds,
                 decodeSeconds: imported.decodeSeconds,
                 longestWait: longest.map { samples.waits[$0] } ?? 0, longestCommit: longest.map { samples.commits[$0] } ?? 0,
                 maximumCommit: samples.commits.max() ?? 0, longestSpan: longest.map { samples.spans[$0] } ?? 0,
                 maximumSpan: samples.spans.max() ?? 0)
         }
-    }
-
-    /// Nearest-rank percentile of sorted values.
-    static func percentile(_ sorted: [Double], _ fraction: Double) -> Double {
-        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
-        return sorted[min(max(rank, 1), sorted.count) - 1]
     }
 }
 
