@@ -4,11 +4,6 @@ import Testing
 
 @Suite("object ids and references")
 struct ObjectIDTests {
-    struct Folder: Record {
-        var id = UUID()
-        var name = ""
-    }
-
     struct Labelled: Record {
         static let entityName = "Label"
         var id = UUID()

@@ -6,11 +6,6 @@ import Testing
 
 @Suite("record coding")
 struct RecordCodingTests {
-    struct Folder: Record, Equatable {
-        var id = UUID()
-        var name = ""
-    }
-
     /// Stored in an entity whose key is a 16-byte blob named `tagKey`.
     struct Tag: Record, Equatable {
         var id = UUID()

@@ -11,7 +11,7 @@ import Testing
 /// the writer's fallback takes over) and readers slow down. These tests make that visible.
 @Suite("Background checkpoints")
 struct CheckpointTests {
-    static let schema = Schema(version: 1, entities: [Entity("Doc", attributes: [Attribute("body", .text)])])
+    static let schema = Fixtures.docSchema
 
     /// 16,000 characters: a row and its state take about four pages each (overflow pages), so a few
     /// thousand imported changes write more WAL frames than `Store.restartFrames`.
@@ -22,20 +22,10 @@ struct CheckpointTests {
     static func importInserts(
         into store: Store, segments: Int, transactions: Int, changes: Int, batchChanges: Int
     ) throws {
-        let origin = NodeID(UUID().uuidString.lowercased())
-        var sequence: UInt64 = 0
-        for _ in 0..<segments {
-            let batch = (0..<transactions).map { _ in
-                sequence += 1
-                return LogTransaction(
-                    sequence: sequence, timestamp: HLCTimestamp(rawValue: sequence << 20), author: "remote", contextName: nil,
-                    changes: (0..<changes).map { _ in
-                        LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text(body)])
-                    })
-            }
-            let header = SegmentHeader.covering(batch, from: origin)
+        for segment in Fixtures.docSegments(count: segments, transactions: transactions, changes: changes, body: body) {
             let outcome = try store.importSegment(
-                header: header, transactions: batch, checksum: sequence, account: "default", batching: ImportBatching(maximumChanges: batchChanges))
+                header: segment.header, transactions: segment.transactions, checksum: segment.checksum, account: "default",
+                batching: ImportBatching(maximumChanges: batchChanges))
             #expect(outcome == .applied(transactions: transactions))
         }
     }

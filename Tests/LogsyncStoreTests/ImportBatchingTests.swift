@@ -11,24 +11,7 @@ import Testing
 /// segment: inside an open batch that is still the cursor from before the batch.
 @Suite("Import batching")
 struct ImportBatchingTests {
-    static let schema = Schema(version: 1, entities: [Entity("Doc", attributes: [Attribute("body", .text)])])
-
-    /// `count` segments from one remote node, each of `transactions` transactions of `changes` inserts.
-    static func segments(count: Int, transactions: Int, changes: Int) -> [SegmentImport] {
-        let origin = NodeID(UUID().uuidString.lowercased())
-        var sequence: UInt64 = 0
-        return (0..<count).map { _ in
-            let batch = (0..<transactions).map { _ in
-                sequence += 1
-                return LogTransaction(
-                    sequence: sequence, timestamp: HLCTimestamp(rawValue: sequence << 20), author: "remote", contextName: nil,
-                    changes: (0..<changes).map { _ in
-                        LogChange(entity: "Doc", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["body": .text("b")])
-                    })
-            }
-            return SegmentImport(header: .covering(batch, from: origin), transactions: batch, checksum: sequence)
-        }
-    }
+    static let schema = Fixtures.docSchema
 
     /// What an import of `segments` did: the committed cursor each time it asked for a segment, and the
     /// outcome of every segment.
@@ -56,7 +39,7 @@ struct ImportBatchingTests {
     func oneBatch() throws {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
-        let segments = Self.segments(count: 5, transactions: 4, changes: 5)
+        let segments = Fixtures.docSegments(count: 5, transactions: 4, changes: 5)
         let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
         #expect(observed.committedWhenAsked == [0, 0, 0, 0, 0])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 5))
@@ -68,7 +51,7 @@ struct ImportBatchingTests {
     func nothingToImport() throws {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
-        let segments = Self.segments(count: 2, transactions: 2, changes: 5)
+        let segments = Fixtures.docSegments(count: 2, transactions: 2, changes: 5)
         _ = try Self.importObserving(segments, into: store, batching: ImportBatching())
         // `PRAGMA data_version` of another connection changes when anyone else commits. The sync engine
         // hands over nothing when every segment it sees is applied or after a gap.
@@ -85,7 +68,7 @@ struct ImportBatchingTests {
     func sizeBound() throws {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
-        let segments = Self.segments(count: 3, transactions: 4, changes: 5)
+        let segments = Fixtures.docSegments(count: 3, transactions: 4, changes: 5)
         // Two transactions (10 changes) per batch: [1 2] [3 4 | 5 6] … the second segment is asked for
         // inside the batch that started after transaction 2, the third inside the one after 6.
         let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumChanges: 12))
@@ -101,14 +84,14 @@ struct ImportBatchingTests {
         // What a `Store` in another process holds while it waits for the write lock and writes.
         let writer = try AnnouncementLock(path: WriterIntent.path(of: store.path))
         try writer.announce()
-        let segments = Self.segments(count: 3, transactions: 2, changes: 5)
+        let segments = Fixtures.docSegments(count: 3, transactions: 2, changes: 5)
         let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
         // One transaction per batch: segment 2 is asked for in the batch after transaction 1, 3 after 3.
         #expect(observed.committedWhenAsked == [0, 1, 3])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 2), count: 3))
 
         writer.withdraw()
-        let more = Self.segments(count: 3, transactions: 2, changes: 5)
+        let more = Fixtures.docSegments(count: 3, transactions: 2, changes: 5)
         #expect(try Self.importObserving(more, into: store, batching: ImportBatching()).committedWhenAsked == [0, 0, 0])
     }
 
@@ -116,7 +99,7 @@ struct ImportBatchingTests {
     func timeBound() throws {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
-        let segments = Self.segments(count: 3, transactions: 2, changes: 5)
+        let segments = Fixtures.docSegments(count: 3, transactions: 2, changes: 5)
         let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumMilliseconds: 0))
         #expect(observed.committedWhenAsked == [0, 1, 3])
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(30)]])

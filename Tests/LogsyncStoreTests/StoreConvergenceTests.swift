@@ -88,11 +88,6 @@ final class SimulatedStore {
             }
         }
     }
-
-    /// The synced tables as a projection, for comparison with the reference.
-    func tables() throws -> Projection {
-        try store.syncedTables()
-    }
 }
 
 @Suite("Convergence of real stores")
@@ -151,7 +146,7 @@ struct StoreConvergenceTests {
             }
             let expected = reference.project(SimulatedStore.schema)
             for node in nodes {
-                let actual = try node.tables()
+                let actual = try node.store.syncedTables()
                 #expect(actual == expected, "seed \(seed): store \(node.id) differs from the reference\n\(diff(actual, expected))")
             }
         }

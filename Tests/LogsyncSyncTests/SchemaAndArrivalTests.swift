@@ -49,7 +49,7 @@ struct SchemaAndArrivalTests {
         try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "first"]) }
         _ = try writer.sync()
 
-        let arrivals = reader.arrivals(rescanInterval: .seconds(60))
+        let arrivals = reader.arrivals(rescanInterval: .seconds(30))
         var iterator = arrivals.makeAsyncIterator()
         _ = await iterator.next()  // the initial wake-up
         var delays: [Duration] = []
@@ -63,8 +63,8 @@ struct SchemaAndArrivalTests {
             delays.append(ContinuousClock.now - start)
         }
         print("arrival wake-ups after publish: \(delays)")
-        // With a 60 s rescan interval, anything under five seconds can only be inotify.
-        #expect(delays.allSatisfy { $0 < .seconds(5) }, "\(delays)")
+        // With a 30 s rescan interval, anything under a second can only be inotify.
+        #expect(delays.allSatisfy { $0 < .seconds(1) }, "\(delays)")
         let report = try cluster.engine(b).sync()
         #expect(report.appliedTransactions == 4)
     }

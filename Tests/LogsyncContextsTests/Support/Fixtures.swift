@@ -4,7 +4,7 @@ import LogsyncTestKit
 import Synchronization
 
 /// The records of `Schema.notes`, as an app declares them.
-struct Folder: Record {
+struct Folder: Record, Equatable {
     var id = UUID()
     var name = ""
 }
