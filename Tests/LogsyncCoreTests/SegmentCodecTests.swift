@@ -144,12 +144,12 @@ private func identical(_ a: LogTransaction, _ b: LogTransaction) -> Bool {
 /// A segment around a hand-made uncompressed body, with valid checksums: what a hostile writer can make.
 private func craftedSegment(
     body: [UInt8], transactionCount: Int = 1, firstSequence: UInt64 = 1, minTimestamp: UInt64 = 0,
-    maxTimestamp: UInt64 = 0, statedLength: Int? = nil, compressed: [UInt8]? = nil
+    maxTimestamp: UInt64 = 0, statedLength: Int? = nil, compressed: [UInt8]? = nil, formatVersion: UInt16 = 1
 ) throws -> [UInt8] {
     let deflater = try Deflater()
     try deflater.write(body)
     let header = SegmentHeader(
-        schemaVersion: 1, account: "acct", node: NodeID("node"), firstSequence: firstSequence,
+        formatVersion: formatVersion, schemaVersion: 1, account: "acct", node: NodeID("node"), firstSequence: firstSequence,
         lastSequence: firstSequence + UInt64(transactionCount) - 1, minTimestamp: HLCTimestamp(rawValue: minTimestamp),
         maxTimestamp: HLCTimestamp(rawValue: maxTimestamp), transactionCount: transactionCount)
     return SegmentFormat.assemble(
@@ -192,7 +192,7 @@ struct SegmentCodecTests {
             let (header, decoded) = try SegmentDecoder.decode(bytes)
             #expect(decoded == transactions)
             #expect(zip(decoded, transactions).allSatisfy { identical($0, $1) })
-            #expect(header.formatVersion == SegmentHeader.currentFormatVersion)
+            #expect(header.formatVersion == 1, "no value needs format 2, so the segment is readable by format-1 readers")
             #expect(header.schemaVersion == 7)
             #expect(header.account == "alice@example.com")
             #expect(header.node == node)
@@ -235,6 +235,42 @@ struct SegmentCodecTests {
             return
         }
         #expect(value.bitPattern == nan.bitPattern)
+    }
+
+    @Test("text that is not UTF-8 keeps its bytes, in format 2 only when a segment holds some")
+    func nonUTF8Text() throws {
+        let odd: [[UInt8]] = [[0x66, 0xFF, 0x00, 0xFE, 0x41], [0xC3], [0xED, 0xA0, 0x80], [0x80], [0xF8, 0x88, 0x80, 0x80, 0x80]]
+        for bytes in odd {
+            guard case .nonUTF8Text = DatabaseValue(textBytes: bytes) else {
+                Issue.record("\(bytes) was taken for valid UTF-8")
+                continue
+            }
+        }
+        #expect(DatabaseValue(textBytes: Array("nul\u{0}é".utf8)) == .text("nul\u{0}é"))
+        let values = Dictionary(uniqueKeysWithValues: odd.enumerated().map { ("c\($0.offset)", DatabaseValue.nonUTF8Text($0.element)) })
+        let withOdd = LogTransaction(
+            sequence: 1, timestamp: .zero, author: nil, contextName: nil,
+            changes: [LogChange(entity: "E", primaryKey: .nonUTF8Text([0xFF]), kind: .insert, causalLength: 1, values: values)])
+        let plain = LogTransaction(
+            sequence: 2, timestamp: .zero, author: nil, contextName: nil,
+            changes: [LogChange(entity: "E", primaryKey: .text("x"), kind: .insert, causalLength: 1, values: ["t": .text("y")])])
+        let bytes = try encode([withOdd, plain])
+        let (header, decoded) = try SegmentDecoder.decode(bytes)
+        #expect(decoded == [withOdd, plain])
+        #expect(header.formatVersion == 2)
+        #expect(try SegmentDecoder.decode(try encode([plain])).header.formatVersion == 1)
+
+        // A segment that needs format 2 but says 1 is malformed, not read some other way.
+        var downgraded = bytes
+        downgraded[8] = 1
+        #expect(decodeError(patchedChecksums(downgraded))?.code == .malformed)
+        // Tag 6 holding valid UTF-8 would give one value two encodings: refused.
+        // (kind insert, causal length 1, key NULL, one value: new name "t", tag 6, one byte.)
+        let twoSpellings = oneChangeBody([1, 1, 0, 1, 0, 1, UInt8(ascii: "t"), 6, 1, UInt8(ascii: "a")])
+        #expect(decodeError(try craftedSegment(body: twoSpellings, formatVersion: 2))?.code == .malformed)
+        let valid = oneChangeBody([1, 1, 0, 1, 0, 1, UInt8(ascii: "t"), 6, 1, 0xFF])
+        #expect(decodeError(try craftedSegment(body: valid, formatVersion: 2)) == nil)
+        #expect(decodeError(try craftedSegment(body: valid, formatVersion: 1))?.code == .malformed)
     }
 
     @Test("a canonical lowercase UUID costs 16 bytes; any other spelling is kept as text")
@@ -326,7 +362,7 @@ struct SegmentCodecTests {
         var rng = SegmentTestRandom(seed: 0xF0F0)
         var bytes = try encode(randomTransactions(&rng, count: 3))
         #expect(bytes[8] == 1 && bytes[9] == 0)  // format version 1, little-endian
-        bytes[8] = 2
+        bytes[8] = UInt8(SegmentHeader.currentFormatVersion + 1)
         bytes = patchedChecksums(bytes)
         let error = decodeError(bytes)
         #expect(error?.code == .unsupportedFormat)

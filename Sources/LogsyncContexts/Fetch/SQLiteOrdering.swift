@@ -10,7 +10,7 @@ enum SQLiteOrdering {
         case .text(let text): return text
         case .integer(let value): return String(value)
         case .real(let value): return String(value)
-        case .blob(let bytes): return String(decoding: bytes, as: UTF8.self)
+        case .blob(let bytes), .nonUTF8Text(let bytes): return String(decoding: bytes, as: UTF8.self)
         }
     }
 

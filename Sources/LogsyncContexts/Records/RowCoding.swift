@@ -186,6 +186,8 @@ extension DatabaseValue {
         case .real(let value): "real \(value)"
         case .text(let text): text.count <= 40 ? "text \(description)" : "\(text.count) characters of text"
         case .blob(let bytes): "a \(bytes.count)-byte blob"
+        case .nonUTF8Text(let bytes):
+            bytes.count <= 20 ? "text that is not valid UTF-8 (\(description))" : "\(bytes.count) bytes of text that is not valid UTF-8"
         }
     }
 }

@@ -67,7 +67,9 @@ public struct LogTransaction: Sendable, Hashable {
 
 /// What a segment says about itself, readable without decoding its body.
 public struct SegmentHeader: Sendable, Hashable {
-    public static let currentFormatVersion: UInt16 = 1
+    /// The newest format this build reads and writes. Writers use the lowest version that can carry a
+    /// segment's values (`docs/log-format.md`, "Versioning").
+    public static let currentFormatVersion: UInt16 = 2
 
     public var formatVersion: UInt16
     public var schemaVersion: Int

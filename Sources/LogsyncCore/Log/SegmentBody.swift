@@ -14,6 +14,8 @@ enum ValueTag {
     static let blob: UInt8 = 4
     /// Text that is a canonical lowercase UUID: the 16 bytes its 32 hex digits spell, in order.
     static let uuidText: UInt8 = 5
+    /// Format 2: text whose bytes are not valid UTF-8; varint byte length, then the bytes.
+    static let nonUTF8Text: UInt8 = 6
 }
 
 /// Transaction flag bits.
@@ -26,19 +28,6 @@ enum TransactionFlags {
 /// Whether `value` is within `limit`, for a limit that a careless caller may have made negative.
 @inline(__always)
 func fitsLimit(_ value: UInt64, _ limit: Int) -> Bool { value <= UInt64(clamping: limit) }
-
-/// The string `bytes` spell, or nil when they are not valid UTF-8.
-///
-/// `String(decoding:as:)` has a fast path for contiguous UTF-8 and copies valid input unchanged (invalid
-/// input is repaired with U+FFFD), so comparing its bytes with the input validates at memcmp speed; the
-/// generic `String(validating:as:)` is several times slower.
-func validUTF8String(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
-    var string = String(decoding: bytes, as: UTF8.self)
-    let unchanged = string.withUTF8 { decoded in
-        decoded.count == bytes.count && (bytes.isEmpty || decoded.elementsEqual(bytes))
-    }
-    return unchanged ? string : nil
-}
 
 // MARK: - Canonical UUID text
 
@@ -106,6 +95,12 @@ struct BodyEncoder {
     private var namesBeforeLastEncode = 0
     private var previousTimestamp: UInt64 = 0
     private var committedCount = 0
+    /// The record being encoded holds a value only format 2 can carry.
+    private var recordNeedsFormat2 = false
+    /// The lowest format version that can carry every committed record: 1 unless one holds text that is
+    /// not valid UTF-8 (``ValueTag/nonUTF8Text``). Older readers keep a format-2 segment unapplied instead
+    /// of misreading it, so segments use format 2 only when they must.
+    private(set) var formatVersion: UInt16 = 1
 
     init(limits: SegmentLimits) { self.limits = limits }
 
@@ -127,6 +122,7 @@ struct BodyEncoder {
     /// in the segment, or ``rollback()`` if it is not.
     mutating func encode(_ transaction: LogTransaction, into writer: inout ByteWriter) throws(SegmentError) {
         namesBeforeLastEncode = names.count
+        recordNeedsFormat2 = false
         writer.removeAll()
         do {
             try encodeRecord(transaction, into: &writer)
@@ -147,6 +143,7 @@ struct BodyEncoder {
         previousTimestamp = transaction.timestamp.rawValue
         committedCount += 1
         namesBeforeLastEncode = names.count
+        if recordNeedsFormat2 { formatVersion = max(formatVersion, 2) }
     }
 
     private mutating func encodeRecord(_ transaction: LogTransaction, into writer: inout ByteWriter) throws(SegmentError) {
@@ -214,7 +211,7 @@ struct BodyEncoder {
         writer.write(contentsOf: name.utf8)
     }
 
-    private func writeValue(_ value: DatabaseValue, _ site: Site, into writer: inout ByteWriter) throws(SegmentError) {
+    private mutating func writeValue(_ value: DatabaseValue, _ site: Site, into writer: inout ByteWriter) throws(SegmentError) {
         switch value {
         case .null:
             writer.write(ValueTag.null)
@@ -246,6 +243,16 @@ struct BodyEncoder {
                     "a blob value is \(bytes.count) bytes; maxStringBytes is \(limits.maxStringBytes)")
             }
             writer.write(ValueTag.blob)
+            writer.writeVarint(bytes.count)
+            writer.write(contentsOf: bytes)
+        case .nonUTF8Text(let bytes):
+            guard fitsLimit(UInt64(bytes.count), limits.maxStringBytes) else {
+                throw SegmentError(
+                    .limitExceeded, at: site.description,
+                    "a text value is \(bytes.count) bytes; maxStringBytes is \(limits.maxStringBytes)")
+            }
+            recordNeedsFormat2 = true
+            writer.write(ValueTag.nonUTF8Text)
             writer.writeVarint(bytes.count)
             writer.write(contentsOf: bytes)
         }
@@ -595,6 +602,14 @@ struct BodyDecoder {
             return .blob(try source.withBytes(length) { Array($0) })
         case ValueTag.uuidText:
             return .text(try source.withBytes(16) { CanonicalUUID.format($0) })
+        case ValueTag.nonUTF8Text where header.formatVersion >= 2:
+            let length = try readLength("text value")
+            let value = try source.withBytes(length) { DatabaseValue(textBytes: $0) }
+            guard case .nonUTF8Text = value else {
+                // One spelling per value: valid UTF-8 is tag 3 (or 5), so that encoding stays deterministic.
+                throw SegmentError(.malformed, at: "body byte \(offset)", "a non-UTF-8 text value (tag 6) holds valid UTF-8")
+            }
+            return value
         default:
             throw SegmentError(.malformed, at: "body byte \(offset)", "unknown value tag \(tag)")
         }

@@ -158,7 +158,7 @@ public struct SegmentEncoder: ~Copyable {
         }
         let compressed = try deflater.finish()
         let header = SegmentHeader(
-            schemaVersion: schemaVersion, account: account, node: node, firstSequence: firstSequence,
+            formatVersion: body.formatVersion, schemaVersion: schemaVersion, account: account, node: node, firstSequence: firstSequence,
             lastSequence: lastSequence, minTimestamp: minTimestamp, maxTimestamp: maxTimestamp,
             transactionCount: transactionCount)
         let bytes = SegmentFormat.assemble(header: header, compressedBody: compressed, uncompressedByteCount: uncompressedByteCount)

@@ -105,7 +105,7 @@ extension DatabaseValue {
             switch value {
             case .null: return 0
             case .integer, .real: return 1
-            case .text: return 2
+            case .text, .nonUTF8Text: return 2
             case .blob: return 3
             }
         }
@@ -120,6 +120,9 @@ extension DatabaseValue {
         case (.integer(let a), .real(let b)): return compare(Double(a), b)
         case (.real(let a), .integer(let b)): return compare(a, Double(b))
         case (.text(let a), .text(let b)): return bytes(a.utf8, b.utf8)
+        case (.text(let a), .nonUTF8Text(let b)): return bytes(a.utf8, b)
+        case (.nonUTF8Text(let a), .text(let b)): return bytes(a, b.utf8)
+        case (.nonUTF8Text(let a), .nonUTF8Text(let b)): return bytes(a, b)
         case (.blob(let a), .blob(let b)): return bytes(a, b)
         default: return compare(rank(self), rank(other))
         }

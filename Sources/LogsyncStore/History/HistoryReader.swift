@@ -68,15 +68,23 @@ struct HistoryReader {
         }
     }
 
-    /// Tombstones are JSON objects written by the delete trigger; blobs travel as hex.
+    /// Tombstones are JSON objects written by the delete trigger (`SchemaSQL.tombstone(of:row:)`): each
+    /// value a pair of its storage class and an exact text form. Stores written before that kept text as
+    /// JSON strings, numbers as JSON numbers and blobs as hex strings, read here by the attribute's type.
     private func decodeTombstone(_ json: String, info: Catalog.EntityInfo) -> [String: DatabaseValue] {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
         var values: [String: DatabaseValue] = [:]
         for (name, raw) in object {
+            if let pair = raw as? [Any], pair.count == 2, let storage = pair[0] as? String, let text = pair[1] as? String,
+                let value = Self.tombstoneValue(storage: storage, text: text)
+            {
+                values[name] = value
+                continue
+            }
             let type = info.columnTypes[name] ?? .text
             switch (raw, type) {
             case (is NSNull, _): values[name] = .null
-            case (let text as String, .blob), (let text as String, .uuidBlob): values[name] = .blob(Self.bytes(hex: text))
+            case (let text as String, .blob), (let text as String, .uuidBlob): values[name] = .blob(LogsyncCore.bytes(hex: text) ?? [])
             case (let text as String, _): values[name] = .text(text)
             case (let number as NSNumber, .real), (let number as NSNumber, .date): values[name] = .real(number.doubleValue)
             case (let number as NSNumber, _): values[name] = .integer(number.int64Value)
@@ -86,25 +94,22 @@ struct HistoryReader {
         return values
     }
 
-    static func bytes(hex: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(hex.utf8.count / 2)
-        var high: UInt8?
-        for character in hex.utf8 {
-            let nibble: UInt8
-            switch character {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = character - UInt8(ascii: "0")
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = character - UInt8(ascii: "A") + 10
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = character - UInt8(ascii: "a") + 10
-            default: continue
-            }
-            if let h = high {
-                bytes.append(h << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
+    static func tombstoneValue(storage: String, text: String) -> DatabaseValue? {
+        switch storage {
+        case "i": return Int64(text).map(DatabaseValue.integer)
+        case "r": return Self.real(text).map(DatabaseValue.real)
+        case "t": return LogsyncCore.bytes(hex: text).map { DatabaseValue(textBytes: $0) }
+        case "b": return LogsyncCore.bytes(hex: text).map(DatabaseValue.blob)
+        default: return nil
         }
-        return bytes
+    }
+
+    /// A real as SQLite's `printf('%!.17g')` writes it: digits, or `Inf` and `-Inf`.
+    private static func real(_ text: String) -> Double? {
+        switch text {
+        case "Inf", "+Inf": return .infinity
+        case "-Inf": return -.infinity
+        default: return Double(text)
+        }
     }
 }

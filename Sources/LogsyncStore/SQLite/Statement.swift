@@ -95,6 +95,8 @@ final class Statement {
             rc = v.withUTF8 { bindCopy(of: UnsafeRawBufferPointer($0), at: index, asText: true) }
         case .blob(let bytes):
             rc = bytes.withUnsafeBytes { bindCopy(of: $0, at: index, asText: false) }
+        case .nonUTF8Text(let bytes):
+            rc = bytes.withUnsafeBytes { bindCopy(of: $0, at: index, asText: true) }
         }
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
@@ -137,7 +139,7 @@ final class Statement {
         switch sqlite3_column_type(handle, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, index))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(handle, index))
-        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(handle, index)))
+        case SQLITE_TEXT: return DatabaseValue(textBytes: textBytes(at: index))
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(handle, index))
             guard count > 0, let base = sqlite3_column_blob(handle, index) else { return .blob([]) }
@@ -151,8 +153,18 @@ final class Statement {
 
     func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
+    /// A TEXT column as a string; nil for NULL. Text that is not valid UTF-8 is repaired here, so this is
+    /// only for logsync's own bookkeeping columns (authors, node ids, JSON), never for synced values, which
+    /// ``value(at:)`` reads byte for byte.
     func text(at column: Int) -> String? {
-        guard let text = sqlite3_column_text(handle, Int32(column)) else { return nil }
-        return String(cString: text)
+        guard sqlite3_column_type(handle, Int32(column)) != SQLITE_NULL else { return nil }
+        return String(decoding: textBytes(at: Int32(column)), as: UTF8.self)
+    }
+
+    /// The bytes of a column read as text, NUL characters included: SQLite's length, not the C string's.
+    private func textBytes(at index: Int32) -> UnsafeBufferPointer<UInt8> {
+        // sqlite3_column_text first, then sqlite3_column_bytes: the order SQLite documents as safe.
+        guard let base = sqlite3_column_text(handle, index) else { return UnsafeBufferPointer(start: nil, count: 0) }
+        return UnsafeBufferPointer(start: base, count: Int(sqlite3_column_bytes(handle, index)))
     }
 }

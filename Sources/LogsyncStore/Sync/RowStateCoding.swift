@@ -129,6 +129,11 @@ enum RowStateCoding {
             out.append(3)
             appendVarint(UInt64(v.utf8.count), to: &out)
             out.append(contentsOf: v.utf8)
+        case .nonUTF8Text(let v):
+            // The same tag as any text: the bytes say which case they are (``DatabaseValue/init(textBytes:)``).
+            out.append(3)
+            appendVarint(UInt64(v.count), to: &out)
+            out.append(contentsOf: v)
         case .blob(let v):
             out.append(4)
             appendVarint(UInt64(v.count), to: &out)
@@ -186,7 +191,7 @@ enum RowStateCoding {
             case 0: return .null
             case 1: return .integer(Int64(bitPattern: try fixed()))
             case 2: return .real(Double(bitPattern: try fixed()))
-            case 3: return .text(String(decoding: try bytes(try varint()), as: UTF8.self))
+            case 3: return DatabaseValue(textBytes: try bytes(try varint()).assumingMemoryBound(to: UInt8.self))
             case 4: return .blob(Array(try bytes(try varint())))
             case let tag: throw corrupt("unknown value tag \(tag)")
             }
