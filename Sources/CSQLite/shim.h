@@ -36,4 +36,13 @@ static inline int csqlite_enable_triggers(sqlite3 *db, int on) {
     return rc == SQLITE_OK ? now : -1;
 }
 
+// Turns off SQLite's double-quoted string literals for DML and DDL on the connection
+// (SQLITE_DBCONFIG_DQS_DML/_DDL), so that a quoted identifier naming no column is an error instead of
+// silently becoming a string. Returns 0 on success.
+static inline int csqlite_disable_double_quoted_strings(sqlite3 *db) {
+    int rc = sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DML, 0, (int *)0);
+    if (rc != SQLITE_OK) return rc;
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_DQS_DDL, 0, (int *)0);
+}
+
 #endif

@@ -102,7 +102,7 @@ struct MigrationTests {
                 keys.map { LogChange(entity: "Item", primaryKey: $0, kind: .insert, causalLength: 1, values: ["name": .text("v1")]) })
         }
         // Put the store back in format 1: the same states in a table clustered on (entity, pk), no
-        // `_ls_live`, and a delete trigger that does not know it.
+        // `_ls_live`, a delete trigger that does not know it, and no displacement triggers (format 4).
         let states: [[DatabaseValue]]
         do {
             let connection = try Connection(path: path)
@@ -111,6 +111,10 @@ struct MigrationTests {
             try connection.execute(
                 """
                 DROP TRIGGER _ls_t1_delete;
+                DROP TRIGGER _ls_t1_displace_insert;
+                DROP TRIGGER _ls_t1_displace_update;
+                DROP TRIGGER _ls_t1_displaced_insert;
+                DROP TRIGGER _ls_t1_displaced_update;
                 CREATE TABLE _ls_row_old(
                     entity INTEGER NOT NULL, pk NOT NULL, cl INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (entity, pk)
                 ) WITHOUT ROWID;

@@ -28,6 +28,13 @@ final class Connection {
             sqlite3_close_v2(db)
             throw SQLiteError(code: rc & 0xff, extendedCode: rc, message: message, sql: nil)
         }
+        // Every identifier logsync generates is double-quoted; with SQLite's legacy fallback on, one that
+        // names no column (a column renamed by another program) would silently read as a string literal.
+        let dqs = csqlite_disable_double_quoted_strings(db)
+        guard dqs == SQLITE_OK else {
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: dqs, extendedCode: dqs, message: "could not turn off double-quoted string literals", sql: nil)
+        }
         self.path = path
         self.handle = db
     }

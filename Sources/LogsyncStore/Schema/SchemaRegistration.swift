@@ -21,10 +21,12 @@ struct SchemaRegistration {
             try migrateRowStatesToRowid()
         }
         try connection.execute(SchemaSQL.rowStates)
-        // Format 3 adds `_ls_live`, and delete triggers that move its states (installed again below).
+        // Format 3 adds `_ls_live`, and delete triggers that move its states (installed again below); format 4
+        // `_ls_displaced` (created with the bookkeeping tables), exact tombstones and text that is not UTF-8,
+        // which older builds would misread.
         let reinstallsTriggers = (format ?? SchemaSQL.formatVersion) < 3
-        if reinstallsTriggers {
-            try connection.execute("UPDATE _ls_meta SET value = 3 WHERE key = 'format'")
+        if let format, format < SchemaSQL.formatVersion {
+            try connection.execute("UPDATE _ls_meta SET value = ? WHERE key = 'format'", [.integer(SchemaSQL.formatVersion)])
         }
         try connection.execute(
             "INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('format', ?), ('node', ?)",
@@ -40,6 +42,10 @@ struct SchemaRegistration {
                 path: connection.path,
                 cause: SchemaError(.versionConflict, at: "version", "declared \(schema.version) < stored \(stored.version)"))
         }
+        if let stored {
+            // Before anything is migrated: the tables must still be what the stored schema made them.
+            try SchemaDrift(connection: connection, schema: stored, catalog: try catalog(for: stored)).check(checkingTriggers: false)
+        }
         if let stored, stored.version == schema.version {
             guard try Self.encode(stored) == encoded else {
                 throw StoreError(
@@ -49,15 +55,19 @@ struct SchemaRegistration {
                     path: connection.path,
                     cause: SchemaError(.versionConflict, at: "version", "same version, different definition"))
             }
-            let catalog = try catalog()
-            if reinstallsTriggers { try installTriggers(catalog) }
+            let catalog = try catalog(for: schema)
+            // Triggers another build generated (or another program changed) are replaced by this build's.
+            let triggersMatch = try SchemaDrift(connection: connection, schema: schema, catalog: catalog).triggersMatch()
+            if reinstallsTriggers || !triggersMatch {
+                try installTriggers(catalog)
+            }
             return catalog
         }
         try migrate(from: stored)
         try connection.execute(
             "INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('schema_version', ?), ('schema', ?)",
             [.integer(Int64(schema.version)), .text(encoded)])
-        let catalog = try catalog()
+        let catalog = try catalog(for: schema)
         try installTriggers(catalog)
         try moveLiveStates(of: catalog)
         return catalog
@@ -102,7 +112,8 @@ struct SchemaRegistration {
         return String(decoding: try encoder.encode(schema), as: UTF8.self)
     }
 
-    private func catalog() throws -> Catalog {
+    /// The registered entities (`_ls_entity`), described by `schema`.
+    private func catalog(for schema: Schema) throws -> Catalog {
         let rows = try connection.rows("SELECT id, name, columns FROM _ls_entity ORDER BY id")
         var registered: [(id: Int64, name: String, columns: [String])] = []
         for row in rows {
@@ -217,7 +228,7 @@ struct SchemaRegistration {
             }
         }
         for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
-            for statement in SchemaSQL.captureTriggers(for: info) + SchemaSQL.deleteRuleTriggers(for: info, catalog: catalog) {
+            for statement in SchemaSQL.triggers(for: info, catalog: catalog) {
                 try connection.execute(statement)
             }
         }

@@ -13,7 +13,9 @@ package enum SchemaSQL {
     /// - 2: `_ls_row` is a rowid table with a unique index on (entity, pk) (``rowStates``).
     /// - 3: states of rows an import inserted live in `_ls_live`, by the table row's rowid; delete triggers
     ///   move them to `_ls_row` (``rowStates``).
-    static let formatVersion: Int64 = 3
+    /// - 4: rows deleted by `REPLACE` are recorded through `_ls_displaced` (``displacementTriggers(for:catalog:)``);
+    ///   tombstones keep every value exactly; row states and history may hold text that is not valid UTF-8.
+    static let formatVersion: Int64 = 4
 
     /// The kind of an `_ls_log` row holding a run of inserts of one entity, their keys packed in `pk`: written
     /// only by the merge with triggers off (`MergeCapture.swift`), read as one insert per key.
@@ -76,6 +78,15 @@ package enum SchemaSQL {
             checksum INTEGER NOT NULL,
             PRIMARY KEY (node, first_seq)
         ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_displaced(
+            entity INTEGER NOT NULL,
+            newpk NOT NULL,
+            pk NOT NULL,
+            rid INTEGER NOT NULL,
+            tomb TEXT,
+            PRIMARY KEY (entity, newpk, pk)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS _ls_displaced_pk ON _ls_displaced(entity, pk);
         CREATE TABLE IF NOT EXISTS _ls_quarantine(
             id INTEGER PRIMARY KEY,
             node TEXT NOT NULL,
@@ -208,6 +219,20 @@ package enum SchemaSQL {
         return "CREATE TABLE \(quote(entity.name)) (\n  " + columns.joined(separator: ",\n  ") + "\n)"
     }
 
+    /// Every trigger (and the reference indexes they use) logsync installs for an entity, in order. The
+    /// displacement triggers come after the capture triggers: SQLite runs the triggers of one event newest
+    /// first, so a replaced row's delete is recorded before the insert that replaced it.
+    static func triggers(for info: Catalog.EntityInfo, catalog: Catalog) -> [String] {
+        captureTriggers(for: info) + deleteRuleTriggers(for: info, catalog: catalog) + displacementTriggers(for: info, catalog: catalog)
+    }
+
+    /// The name a generated `CREATE TRIGGER "name" …` statement creates; nil for other statements.
+    static func triggerName(in statement: String) -> String? {
+        let prefix = "CREATE TRIGGER \""
+        guard statement.hasPrefix(prefix) else { return nil }
+        return statement.dropFirst(prefix.count).split(separator: "\"", maxSplits: 1).first.map(String.init)
+    }
+
     /// Names of everything logsync generates for an entity start with `_ls_` and carry the entity's
     /// numeric id, so they never collide with each other or with the user's own objects.
     static func triggerPrefix(_ entityID: Int64) -> String { "_ls_t\(entityID)_" }
@@ -244,6 +269,7 @@ package enum SchemaSQL {
               INSERT INTO _ls_log(kind, entity, pk, cols, tomb) VALUES (3, \(info.id), OLD.\(key), 0, \(tombstone));
               \(moveLiveState(entity: "\(info.id)", id: live, key: "OLD.\(key)"));
               DELETE FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
+              DELETE FROM _ls_displaced WHERE entity = \(info.id) AND pk = OLD.\(key);
             END
             """,
             """
@@ -257,23 +283,133 @@ package enum SchemaSQL {
 
     /// The tombstone a delete records in history: the attributes preserved on delete, as a JSON object,
     /// read from the row named `row` (`OLD` in a trigger, the table itself before a delete), or NULL.
+    ///
+    /// Each value is exact whatever it holds (`HistoryReader.decodeTombstone` reads it back): NULL stays
+    /// null, other values are a pair of their storage class and a text form that cannot lose anything —
+    /// `["i", "-9223372036854775808"]`, `["r", "0.30000000000000004"]` (17 significant digits),
+    /// `["t", "<hex of the bytes>"]` (text with NULs, or not valid UTF-8, survives), `["b", "<hex>"]`.
     static func tombstone(of entity: Entity, row: String) -> String {
         let preserved = entity.attributes.filter(\.preservedOnDelete)
         guard !preserved.isEmpty else { return "NULL" }
         return "json_object("
             + preserved.map { attribute in
-                let value = "\(row).\(quote(attribute.name))"
-                // JSON cannot hold blobs: they travel as hex, and NULL stays NULL (hex(NULL) is '').
-                let isBlob = attribute.type == .blob || attribute.type == .uuidBlob
-                let encoded = isBlob ? "CASE WHEN \(value) IS NULL THEN NULL ELSE hex(\(value)) END" : value
-                return "\(literal(attribute.name)), \(encoded)"
+                "\(literal(attribute.name)), \(tombstoneValue("\(row).\(quote(attribute.name))"))"
             }.joined(separator: ", ") + ")"
+    }
+
+    /// One value of a tombstone, as described at ``tombstone(of:row:)``.
+    static func tombstoneValue(_ value: String) -> String {
+        "CASE typeof(\(value)) WHEN 'null' THEN NULL WHEN 'integer' THEN json_array('i', CAST(\(value) AS TEXT)) "
+            + "WHEN 'real' THEN json_array('r', printf('%!.17g', \(value))) WHEN 'text' THEN json_array('t', hex(\(value))) "
+            + "ELSE json_array('b', hex(\(value))) END"
     }
 
     /// Moves a deleted row's state from `_ls_live` (key `id`, holding primary key `key`; SQL expressions)
     /// to `_ls_row`, unless `_ls_row` already has one. The caller deletes it from `_ls_live`.
     static func moveLiveState(entity: String, id: String, key: String) -> String {
         "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT \(entity), pk, cl, state FROM _ls_live WHERE id = \(id) AND pk = \(key)"
+    }
+
+    /// Rows that `REPLACE` conflict resolution deletes — on the primary key, a unique key or the rowid, in
+    /// an `INSERT` or an `UPDATE`, from any connection — recorded as deletes, with their tombstones, their
+    /// live states moved and the delete rules of rows referring to them applied, exactly as the delete
+    /// trigger and the rule triggers would for an explicit delete. SQLite fires delete triggers for such
+    /// rows only on connections that turned `recursive_triggers` on, so without these a foreign writer's
+    /// `INSERT OR REPLACE` would remove a row no history records (`docs/history.md`, "Implicit deletes").
+    ///
+    /// - A `BEFORE` trigger notes every row the new values collide with in `_ls_displaced` (keyed by the
+    ///   incoming row's key), before SQLite resolves the conflict. Its `WHEN` clause probes the key and
+    ///   unique indexes, so an insert that collides with nothing writes nothing.
+    /// - An `AFTER` trigger of the same event, which fires only if the row was written — so the conflict
+    ///   was resolved by `REPLACE`, not `IGNORE`, an upsert, `FAIL` or `ABORT` — records the noted rows
+    ///   that are gone. With `recursive_triggers` on, the delete trigger has already recorded them and
+    ///   taken them out of `_ls_displaced`, so nothing is recorded twice.
+    /// - A note left by a statement that did not replace (an ignored insert, an upsert) is harmless: the
+    ///   row it names still exists, or its delete removed the note; sync transactions clear them all.
+    static func displacementTriggers(for info: Catalog.EntityInfo, catalog: Catalog) -> [String] {
+        let table = quote(info.entity.name)
+        let key = quote(info.primaryKey.name)
+        let prefix = triggerPrefix(info.id)
+        let uniqueKeys = info.entity.uniqueKeys
+        // Rows of the table (as `T`) that the incoming values collide with on a unique key.
+        func collisions(excludingSelf: Bool) -> [String] {
+            uniqueKeys.map { columns in
+                columns.map { "T.\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")
+                    + (excludingSelf ? " AND T.\(key) IS NOT NEW.\(key)" : "")
+            }
+        }
+        let insertCollisions = ["T.\(key) = NEW.\(key)"] + collisions(excludingSelf: false)
+            + ["(NEW.rowid <> -1 AND T.rowid = NEW.rowid)"]
+        let updateCollisions = collisions(excludingSelf: true)
+            + ["(NEW.rowid IS NOT OLD.rowid AND T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key))"]
+        let updatedColumns = (Array(Set(uniqueKeys.flatMap { $0 })).sorted().map(quote) + ["rowid", "oid", "_rowid_"])
+            .joined(separator: ", ")
+
+        func note(_ conditions: [String]) -> String {
+            let probes = conditions.map { "EXISTS (SELECT 1 FROM \(table) T WHERE \($0))" }.joined(separator: " OR ")
+            return """
+                WHEN \(probes) BEGIN
+                  DELETE FROM _ls_displaced WHERE entity = \(info.id) AND newpk = NEW.\(key);
+                  INSERT OR IGNORE INTO _ls_displaced(entity, newpk, pk, rid, tomb)
+                    SELECT \(info.id), NEW.\(key), T.\(key), T.rowid, \(tombstone(of: info.entity, row: "T"))
+                    FROM \(table) T WHERE \(conditions.map { "(\($0))" }.joined(separator: " OR "));
+                END
+                """
+        }
+        return [
+            "CREATE TRIGGER \"\(prefix)displace_insert\" BEFORE INSERT ON \(table)\n  " + note(insertCollisions),
+            "CREATE TRIGGER \"\(prefix)displace_update\" BEFORE UPDATE OF \(updatedColumns) ON \(table)\n  " + note(updateCollisions),
+            "CREATE TRIGGER \"\(prefix)displaced_insert\" AFTER INSERT ON \(table)\n  "
+                + recordDisplaced(info, catalog: catalog, replacingSelf: true),
+            "CREATE TRIGGER \"\(prefix)displaced_update\" AFTER UPDATE OF \(updatedColumns) ON \(table)\n  "
+                + recordDisplaced(info, catalog: catalog, replacingSelf: false),
+        ]
+    }
+
+    /// The body of the `AFTER` displacement triggers: records the noted rows that are gone, as the delete
+    /// trigger and the rule triggers would have. `replacingSelf`: an insert, whose own key may have been
+    /// the collision (the row it replaced had the same key, so "gone" cannot be told by the key).
+    private static func recordDisplaced(_ info: Catalog.EntityInfo, catalog: Catalog, replacingSelf: Bool) -> String {
+        let table = quote(info.entity.name)
+        let key = quote(info.primaryKey.name)
+        let noted = "d.entity = \(info.id) AND d.newpk = NEW.\(key)"
+        let gone = (replacingSelf ? "(d.pk = NEW.\(key) OR " : "(")
+            + "NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = d.pk))"
+        let replaced = "SELECT d.pk FROM _ls_displaced d WHERE \(noted) AND \(gone)"
+        let liveKey = liveID(entity: "\(info.id)", rowID: "d.rid")
+        // The delete rules first, then the delete itself: the order in which the rule triggers and the
+        // delete trigger record an explicit delete.
+        var statements: [String] = []
+        for child in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
+            for relationship in child.entity.relationships where relationship.destination == info.entity.name {
+                let childTable = quote(child.entity.name)
+                let column = quote(relationship.name)
+                switch relationship.deleteRule {
+                case .deny:
+                    let message =
+                        "logsync: cannot replace this \(info.entity.name): \(child.entity.name).\(relationship.name) "
+                        + "still references the row it would delete (delete rule deny)"
+                    statements.append(
+                        "SELECT RAISE(ABORT, \(literal(message))) WHERE EXISTS (SELECT 1 FROM \(childTable) WHERE \(column) IN (\(replaced)))")
+                case .cascade:
+                    statements.append("DELETE FROM \(childTable) WHERE \(column) IN (\(replaced))")
+                case .nullify:
+                    statements.append("UPDATE \(childTable) SET \(column) = NULL WHERE \(column) IN (\(replaced))")
+                }
+            }
+        }
+        statements += [
+            "INSERT INTO _ls_log(kind, entity, pk, cols, tomb) SELECT 3, \(info.id), d.pk, 0, d.tomb FROM _ls_displaced d "
+                + "WHERE \(noted) AND \(gone) ORDER BY d.pk",
+            "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT \(info.id), l.pk, l.cl, l.state "
+                + "FROM _ls_displaced d JOIN _ls_live l ON l.id = \(liveKey) AND l.pk = d.pk WHERE \(noted) AND \(gone)",
+            "DELETE FROM _ls_live WHERE id IN (SELECT \(liveKey) FROM _ls_displaced d WHERE \(noted) AND \(gone)) AND pk IN (\(replaced))",
+        ]
+        statements.append(
+            "DELETE FROM _ls_displaced WHERE entity = \(info.id) AND (newpk = NEW.\(key) "
+                + "OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = _ls_displaced.pk))")
+        return "WHEN EXISTS (SELECT 1 FROM _ls_displaced d WHERE \(noted)) BEGIN\n"
+            + statements.map { "  \($0);\n" }.joined() + "END"
     }
 
     /// Delete rules, enforced by triggers on the destination table so they hold for foreign writers too

@@ -46,6 +46,8 @@ public final class Store: Sendable {
         let mergeStatements: MergeStatements
         /// The schema cookie at which this connection last made sure `_ls_live` has no orphans.
         var liveStatesCheckedAt: Int64?
+        /// The schema cookie at which the synced tables last matched the registered schema (``SchemaDrift``).
+        var schemaCheckedAt: Int64?
         /// The connection's triggers are off and the merge records the history of its writes itself
         /// (`MergeCapture.swift`). Only ever true inside a sync transaction.
         var mergeCapturesHistory = false
@@ -247,6 +249,9 @@ public final class Store: Sendable {
             }
             do {
                 let last = try sealPending(&state)
+                try checkSchemaIfChanged(&state)
+                // Notes of rows a statement might have replaced are needed only until that statement ends.
+                try connection.execute("DELETE FROM _ls_displaced")
                 try rehomeLiveStatesIfSchemaChanged(&state)
                 try connection.execute("UPDATE _ls_state SET merging = 1 WHERE id = 1")
                 let result = try body(&state, last)
@@ -262,6 +267,15 @@ public final class Store: Sendable {
                 throw Self.storeError(error, path: path, doing: "syncing")
             }
         }
+    }
+
+    /// Before anything is exported or imported: when another connection changed the file's schema since the
+    /// last check, the synced tables must still match the registered schema (``SchemaDrift``).
+    private func checkSchemaIfChanged(_ state: inout WriterState) throws {
+        let cookie = try state.connection.int64("PRAGMA schema_version") ?? 0
+        guard state.schemaCheckedAt != cookie else { return }
+        try SchemaDrift(connection: state.connection, schema: schema, catalog: catalog).check(checkingTriggers: true)
+        state.schemaCheckedAt = cookie
     }
 
     /// Closes the changes appended after `seq` with a marker, in one statement that appends nothing when

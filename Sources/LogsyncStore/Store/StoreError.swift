@@ -18,6 +18,10 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let incompatibleFormat = Code(name: "incompatibleFormat")
         /// The declared schema is invalid or cannot be migrated to.
         public static let schema = Code(name: "schema")
+        /// Another program changed the synced tables (a column renamed, dropped, retyped or added, a unique
+        /// index created or dropped, a capture trigger dropped): the store does not open or sync until the
+        /// change is undone. The message names each change and what to do.
+        public static let schemaDrift = Code(name: "schemaDrift")
         /// A write named an entity or column the schema does not declare.
         public static let unknownEntity = Code(name: "unknownEntity")
         public static let unknownColumn = Code(name: "unknownColumn")
