@@ -87,7 +87,7 @@ let package = Package(
             ]
         ),
         // Temp directories and real child processes for the tests (and, later, the multi-node kit).
-        .target(name: "LogsyncTestKit", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
+        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
