@@ -59,6 +59,9 @@ public final class ForeignConnection {
         }
     }
 
+    /// Whether a transaction is open (after `BEGIN`, or a savepoint outside one).
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     /// Runs statements that take no arguments, one after another (`sqlite3_exec`).
     public func script(_ sql: String) throws {
         guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else { throw failure(sql) }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// SplitMix64: a small, fast, seeded generator, so every randomized test is reproducible from the seed
 /// it prints.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
@@ -12,4 +14,11 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// The seeds a property test runs: `defaultCount` in CI, or as many as the environment variable
+/// `variable` asks for (long runs), starting at `first`.
+public func propertySeeds(_ variable: String, default defaultCount: Int, from first: UInt64) -> [UInt64] {
+    let count = ProcessInfo.processInfo.environment[variable].flatMap(Int.init) ?? defaultCount
+    return (0..<UInt64(max(count, 0))).map { first + $0 }
 }

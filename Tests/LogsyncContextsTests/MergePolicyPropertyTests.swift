@@ -9,10 +9,7 @@ import Testing
 @Suite("merge policies: random concurrent edits")
 struct MergePolicyPropertyTests {
     /// Seeds run in CI; `LOGSYNC_PROPERTY_SEEDS=N` runs N seeds for long runs.
-    static var seeds: [UInt64] {
-        let count = ProcessInfo.processInfo.environment["LOGSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? 25
-        return (0..<UInt64(count)).map { 0x5EED + $0 }
-    }
+    static var seeds: [UInt64] { propertySeeds("LOGSYNC_PROPERTY_SEEDS", default: 25, from: 0x5EED) }
 
     static let columns = ["title", "body"]
 

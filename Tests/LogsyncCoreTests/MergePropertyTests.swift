@@ -118,10 +118,7 @@ extension MergeState {
 @Suite("Merge rules: order-independent convergence")
 struct MergePropertyTests {
     /// Seeds run in CI; `LOGSYNC_PROPERTY_SEEDS=N` runs N seeds for long runs.
-    static var seeds: [UInt64] {
-        let count = ProcessInfo.processInfo.environment["LOGSYNC_PROPERTY_SEEDS"].flatMap(Int.init) ?? 150
-        return (0..<UInt64(count)).map { 0xC0FFEE + $0 }
-    }
+    static var seeds: [UInt64] { propertySeeds("LOGSYNC_PROPERTY_SEEDS", default: 150, from: 0xC0FFEE) }
 
     @Test("random multi-node histories delivered in random order with duplicates converge to the reference")
     func convergence() throws {

@@ -92,10 +92,7 @@ final class SimulatedStore {
 
 @Suite("Convergence of real stores")
 struct StoreConvergenceTests {
-    static var seeds: [UInt64] {
-        let count = ProcessInfo.processInfo.environment["LOGSYNC_STORE_SEEDS"].flatMap(Int.init) ?? 12
-        return (0..<UInt64(count)).map { 0x5EED + $0 }
-    }
+    static var seeds: [UInt64] { propertySeeds("LOGSYNC_STORE_SEEDS", default: 12, from: 0x5EED) }
 
     @Test("stores writing concurrently and exchanging logs in per-node order with re-deliveries converge to the reference")
     func storesConverge() throws {

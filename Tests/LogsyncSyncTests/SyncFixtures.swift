@@ -23,8 +23,11 @@ final class SyncCluster {
     let directory: TemporaryDirectory
     let shared: String
     let schemaFile: String
+    /// The schema of the stores ``store(_:)`` opens.
+    let storeSchema: Schema
 
-    init(_ label: String = "sync") throws {
+    init(_ label: String = "sync", schema: Schema = SyncCluster.schema) throws {
+        storeSchema = schema
         directory = try TemporaryDirectory(label)
         shared = directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
@@ -34,7 +37,7 @@ final class SyncCluster {
     func storePath(_ name: String) -> String { directory.file("\(name).sqlite") }
 
     func store(_ name: String) throws -> Store {
-        try Store(path: storePath(name), schema: Self.schema)
+        try Store(path: storePath(name), schema: storeSchema)
     }
 
     func engine(_ store: Store, shared folder: String? = nil, maximumChanges: Int = 2_000) throws -> SyncEngine {
