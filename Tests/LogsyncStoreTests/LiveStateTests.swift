@@ -94,7 +94,7 @@ struct LiveStateTests {
         #expect(try Self.causalLength(store, key) == [[.integer(2)]])
     }
 
-    @Test("states whose rowid changed behind logsync's back move to _ls_row after VACUUM, with their clocks")
+    @Test("states whose rowid changed behind logsync's back move to _ls_row, with their clocks")
     func orphansRehomed() throws {
         let directory = try TemporaryDirectory("live")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
@@ -103,11 +103,14 @@ struct LiveStateTests {
         try MigrationTests.importTransaction(
             store, from: origin, sequence: 1, at: 10, [Self.insert(moved, "v1"), Self.insert(replaced, "v1"), Self.insert(kept, "v1")])
 
-        // Another program renumbers one row, replaces another (without recursive triggers, so only the
-        // displacement triggers see the replaced row go: they move its state as its delete would), then vacuums.
+        // Another program replaces a row (without recursive triggers: the displacement triggers move its
+        // state as its delete would). A row is renumbered with no trigger running, as `VACUUM` may do, which
+        // leaves its state an orphan; the program then vacuums, which changes the schema cookie.
         let foreign = try Connection(path: store.path)
-        try foreign.execute("UPDATE Item SET rowid = rowid + 100 WHERE id = ?", [moved])
         try foreign.execute("INSERT OR REPLACE INTO Item(id, name) VALUES (?, 'replaced')", [replaced])
+        try foreign.setTriggersEnabled(false)
+        try foreign.execute("UPDATE Item SET rowid = rowid + 100 WHERE id = ?", [moved])
+        try foreign.setTriggersEnabled(true)
         try foreign.execute("VACUUM")
         #expect(try Self.count(store, "_ls_live") == 2)
 

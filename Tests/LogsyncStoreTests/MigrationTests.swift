@@ -111,6 +111,7 @@ struct MigrationTests {
             try connection.execute(
                 """
                 DROP TRIGGER _ls_t1_delete;
+                DROP TRIGGER _ls_t1_rowid;
                 DROP TRIGGER _ls_t1_displace_insert;
                 DROP TRIGGER _ls_t1_displace_update;
                 DROP TRIGGER _ls_t1_displaced_insert;

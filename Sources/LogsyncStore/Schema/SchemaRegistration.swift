@@ -61,6 +61,7 @@ struct SchemaRegistration {
             if reinstallsTriggers || !triggersMatch {
                 try installTriggers(catalog)
             }
+            if let format, format < 4 { try AliasValues.rebuild(connection: connection, catalog: catalog) }
             return catalog
         }
         try migrate(from: stored)
@@ -70,6 +71,7 @@ struct SchemaRegistration {
         let catalog = try catalog(for: schema)
         try installTriggers(catalog)
         try moveLiveStates(of: catalog)
+        try AliasValues.rebuild(connection: connection, catalog: catalog)
         return catalog
     }
 

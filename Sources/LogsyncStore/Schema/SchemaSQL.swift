@@ -14,7 +14,8 @@ package enum SchemaSQL {
     /// - 3: states of rows an import inserted live in `_ls_live`, by the table row's rowid; delete triggers
     ///   move them to `_ls_row` (``rowStates``).
     /// - 4: rows deleted by `REPLACE` are recorded through `_ls_displaced` (``displacementTriggers(for:catalog:)``);
-    ///   tombstones keep every value exactly; row states and history may hold text that is not valid UTF-8.
+    ///   tombstones keep every value exactly; row states and history may hold text that is not valid UTF-8;
+    ///   `_ls_alias_value` finds hidden unique-key losers by value (entities with two or more unique keys).
     static let formatVersion: Int64 = 4
 
     /// The kind of an `_ls_log` row holding a run of inserts of one entity, their keys packed in `pk`: written
@@ -59,6 +60,14 @@ package enum SchemaSQL {
             PRIMARY KEY (entity, pk)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS _ls_alias_survivor ON _ls_alias(entity, survivor);
+        CREATE TABLE IF NOT EXISTS _ls_alias_value(
+            entity INTEGER NOT NULL,
+            key INTEGER NOT NULL,
+            vals BLOB NOT NULL,
+            pk NOT NULL,
+            PRIMARY KEY (entity, key, vals, pk)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS _ls_alias_value_pk ON _ls_alias_value(entity, pk);
         CREATE TABLE IF NOT EXISTS _ls_outbox(
             first_seq INTEGER PRIMARY KEY,
             last_seq INTEGER NOT NULL,
@@ -237,8 +246,11 @@ package enum SchemaSQL {
     /// numeric id, so they never collide with each other or with the user's own objects.
     static func triggerPrefix(_ entityID: Int64) -> String { "_ls_t\(entityID)_" }
 
-    /// History capture for one entity: insert, update (changed columns only), delete (with tombstone), and a
-    /// guard against changing the primary key, which would break the row's identity across devices.
+    /// History capture for one entity: insert, update (changed columns only), delete (with tombstone), a
+    /// guard against changing the primary key, which would break the row's identity across devices, and
+    /// the move of a row's live state when another program changes its rowid (`UPDATE … SET rowid`): the
+    /// state is found by rowid, so it would be left behind as an orphan that an import takes for a key it
+    /// has never seen (`docs/merge.md`).
     static func captureTriggers(for info: Catalog.EntityInfo) -> [String] {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
@@ -270,6 +282,13 @@ package enum SchemaSQL {
               \(moveLiveState(entity: "\(info.id)", id: live, key: "OLD.\(key)"));
               DELETE FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
               DELETE FROM _ls_displaced WHERE entity = \(info.id) AND pk = OLD.\(key);
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)rowid" AFTER UPDATE OF rowid, oid, _rowid_ ON \(table)
+              WHEN NEW.rowid IS NOT OLD.rowid BEGIN
+              \(moveLiveState(entity: "\(info.id)", id: live, key: "OLD.\(key)"));
+              DELETE FROM _ls_live WHERE id = \(live) AND pk = OLD.\(key);
             END
             """,
             """

@@ -258,9 +258,14 @@ struct MergeWriter {
             }
             guard !info.entity.uniqueKeys.isEmpty else { continue }
             try connection.execute("DELETE FROM _ls_alias WHERE entity = ? AND pk = ?", [.integer(info.id), key.primaryKey])
+            let keepsValues = AliasValues.isKept(for: info)
+            if keepsValues { try AliasValues.forget(key.primaryKey, info: info, connection: connection) }
             if let survivor = aliases[key] {
                 try connection.execute(
                     "INSERT INTO _ls_alias(entity, pk, survivor) VALUES (?, ?, ?)", [.integer(info.id), key.primaryKey, survivor])
+                if keepsValues, let state = states[key] {
+                    try AliasValues.record(key.primaryKey, state: state, info: info, connection: connection)
+                }
             }
         }
         for (info, key) in deletes {
@@ -396,7 +401,8 @@ struct MergeWriter {
     }
 
     /// Rows that compete with `key` on a unique key: its survivor if it lost, its losers if it won, and the
-    /// visible rows holding its unique values, both as the table shows them and as its state says.
+    /// rows holding its unique values, both as the table shows them and as its state says: visible ones,
+    /// and hidden ones that lost on a later key (``AliasValues``).
     private func aliasPeers(of key: RowKey, info: Catalog.EntityInfo, state: RowState?) throws -> [RowKey] {
         guard !info.entity.uniqueKeys.isEmpty else { return [] }
         var peers: [RowKey] = []
@@ -407,12 +413,15 @@ struct MergeWriter {
             peers.append(RowKey(key.entity, row[0]))
         }
         let visible = try baseRow(info, key.primaryKey)
-        for uniqueKey in info.entity.uniqueKeys {
+        let keepsValues = AliasValues.isKept(for: info)
+        for (index, uniqueKey) in info.entity.uniqueKeys.enumerated() {
             var candidates: [[DatabaseValue]] = []
             if let visible { candidates.append(uniqueKey.map { visible[$0] ?? .null }) }
             if let state { candidates.append(uniqueKey.map { state.columns[$0]?.value ?? .null }) }
             for values in Set(candidates) {
                 peers += try visibleRows(info, matching: uniqueKey, values: values).map { RowKey(key.entity, $0) }
+                guard keepsValues, let encoded = AliasValues.encoded(values) else { continue }
+                peers += try AliasValues.losers(withKey: index, values: encoded, info: info, connection: connection).map { RowKey(key.entity, $0) }
             }
         }
         return peers
