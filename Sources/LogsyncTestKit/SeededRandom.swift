@@ -17,8 +17,11 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 }
 
 /// The seeds a property test runs: `defaultCount` in CI, or as many as the environment variable
-/// `variable` asks for (long runs), starting at `first`.
+/// `variable` asks for (long runs), starting at `first`; `@SEED` in the variable runs just that seed (one
+/// a failure printed).
 public func propertySeeds(_ variable: String, default defaultCount: Int, from first: UInt64) -> [UInt64] {
-    let count = ProcessInfo.processInfo.environment[variable].flatMap(Int.init) ?? defaultCount
+    let value = ProcessInfo.processInfo.environment[variable]
+    if let value, value.hasPrefix("@"), let seed = UInt64(value.dropFirst()) { return [seed] }
+    let count = value.flatMap(Int.init) ?? defaultCount
     return (0..<UInt64(max(count, 0))).map { first + $0 }
 }

@@ -56,9 +56,12 @@ struct ForeignSQLPropertyTests {
             var generator = ForeignSQLGenerator(rng: rng)
             for _ in 0..<Int.random(in: 20...60, using: &generator.rng) {
                 let node = singleWriter ? 0 : Int.random(in: 0..<count, using: &generator.rng)
+                generator.trace.append("node \(node):")
                 statements += try generator.run(on: foreign[node])
                 if !singleWriter, Int.random(in: 0..<4, using: &generator.rng) == 0 {
-                    _ = try cluster.engine(stores[Int.random(in: 0..<count, using: &generator.rng)]).sync()
+                    let syncing = Int.random(in: 0..<count, using: &generator.rng)
+                    generator.trace.append("sync node \(syncing)")
+                    _ = try cluster.engine(stores[syncing]).sync()
                 }
             }
             let written = try ForeignSQLGenerator.exactTables(of: foreign[0], schema: Self.schema)
@@ -67,12 +70,13 @@ struct ForeignSQLPropertyTests {
                 for index in (0..<count).shuffled(using: &generator.rng) { _ = try cluster.engine(stores[index]).sync() }
             }
             let tables = try foreign.map { try ForeignSQLGenerator.exactTables(of: $0, schema: Self.schema) }
+            let trace = generator.trace.joined(separator: "\n")
             for (index, table) in tables.enumerated() {
-                #expect(table == tables[0], "seed \(seed): node \(index) differs from node 0")
+                #expect(table == tables[0], "seed \(seed): node \(index) differs from node 0; statements:\n\(trace)")
                 #expect(try stores[index].quarantined().isEmpty, "seed \(seed)")
             }
             if singleWriter {
-                #expect(tables[0] == written, "seed \(seed): the nodes differ from what the only writer left in its tables")
+                #expect(tables[0] == written, "seed \(seed): the nodes differ from what the only writer left in its tables; statements:\n\(trace)")
             }
             replaced += try stores.map { try $0.read("SELECT count(*) FROM _ls_log WHERE kind = 3").first?.first }
                 .compactMap { if case .integer(let n)? = $0 { Int(n) } else { nil } }.reduce(0, +)
@@ -87,14 +91,26 @@ struct ForeignSQLPropertyTests {
 struct ForeignSQLGenerator {
     var rng: SeededRandom
     let ids: [String: [DatabaseValue]]
+    /// What ran, and whether it failed: printed with a failing seed.
+    var trace: [String] = []
 
     init(rng: SeededRandom) {
-        self.rng = rng
+        var rng = rng
         var pools: [String: [DatabaseValue]] = [:]
         for entity in ["Owner", "Folder", "Label", "Note", "Memo"] {
-            pools[entity] = (0..<6).map { _ in .text(UUID().uuidString.lowercased()) }
+            pools[entity] = (0..<6).map { _ in .text(Self.uuid(&rng)) }
         }
+        self.rng = rng
         ids = pools
+    }
+
+    /// A lowercase UUID from the seeded generator, so that a seed always orders keys the same way (the
+    /// merge picks unique-key survivors by key).
+    static func uuid(_ rng: inout SeededRandom) -> String {
+        let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return uuid.uuidString.lowercased()
     }
 
     static let conflictClauses = ["", " OR REPLACE", " OR IGNORE", " OR ABORT", " OR FAIL", " OR ROLLBACK"]
@@ -114,7 +130,7 @@ struct ForeignSQLGenerator {
 
     /// A key of `entity`: mostly from the shared pool, sometimes fresh.
     mutating func key(_ entity: String) -> DatabaseValue {
-        Int.random(in: 0..<5, using: &rng) == 0 ? .text(UUID().uuidString.lowercased()) : pick(ids[entity]!)
+        Int.random(in: 0..<5, using: &rng) == 0 ? .text(Self.uuid(&rng)) : pick(ids[entity]!)
     }
 
     /// A reference to a row of `entity` that exists on this node, to a key no node has seen, or NULL. (A
@@ -123,7 +139,7 @@ struct ForeignSQLGenerator {
     mutating func reference(_ entity: String, on connection: ForeignConnection) throws -> DatabaseValue {
         switch Int.random(in: 0..<6, using: &rng) {
         case 0: return .null
-        case 1: return .text(UUID().uuidString.lowercased())
+        case 1: return .text(Self.uuid(&rng))
         default:
             let existing = try connection.execute("SELECT id FROM \(entity)").map { $0[0] }
             return existing.isEmpty ? .null : pick(existing)
@@ -180,23 +196,36 @@ struct ForeignSQLGenerator {
     /// are what a program would see, and are ignored. Returns how many statements ran.
     mutating func run(on connection: ForeignConnection) throws -> Int {
         func attempt(_ statement: (String, [DatabaseValue])) {
-            _ = try? connection.execute(statement.0, statement.1)
+            var line = "  \(statement.0) \(statement.1.map(\.description).joined(separator: ", "))"
+            do {
+                try connection.execute(statement.0, statement.1)
+            } catch {
+                line += "  -- \(error)"
+            }
+            trace.append(line)
         }
         switch Int.random(in: 0..<6, using: &rng) {
         case 0:
             let count = Int.random(in: 2...4, using: &rng)
             try connection.script("BEGIN")
+            trace.append("  BEGIN")
             for _ in 0..<count { attempt(try statement(connection: connection)) }
             let end = Bool.random(using: &rng) ? "COMMIT" : "ROLLBACK"
             if connection.isInTransaction { try? connection.script(end) }
             if connection.isInTransaction { try connection.script("ROLLBACK") }
+            trace.append("  \(end)")
             return count
         case 1:
             try connection.script("SAVEPOINT s")
+            trace.append("  SAVEPOINT s")
             attempt(try statement(connection: connection))
-            if Bool.random(using: &rng), connection.isInTransaction { try? connection.script("ROLLBACK TO s") }
+            if Bool.random(using: &rng), connection.isInTransaction {
+                try? connection.script("ROLLBACK TO s")
+                trace.append("  ROLLBACK TO s")
+            }
             attempt(try statement(connection: connection))
             if connection.isInTransaction { try? connection.script("RELEASE s") }
+            trace.append("  RELEASE s")
             if connection.isInTransaction { try connection.script("ROLLBACK") }
             return 2
         default:
