@@ -116,6 +116,7 @@ struct MigrationTests {
                 DROP TRIGGER _ls_t1_displace_update;
                 DROP TRIGGER _ls_t1_displaced_insert;
                 DROP TRIGGER _ls_t1_displaced_update;
+                DROP TRIGGER _ls_t1_job;
                 CREATE TABLE _ls_row_old(
                     entity INTEGER NOT NULL, pk NOT NULL, cl INTEGER NOT NULL, state BLOB NOT NULL, PRIMARY KEY (entity, pk)
                 ) WITHOUT ROWID;

@@ -130,6 +130,22 @@ final class Connection {
 
     var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
+    /// Compiles every column read inside the per-row displacement triggers to NULL on this connection, so
+    /// their `WHEN NEW.<key> IS NOT NULL` is false at once (``SchemaSQL/displacementTriggers(for:catalog:)``).
+    /// They exist for connections whose `REPLACE` fires no delete trigger; this one turns
+    /// `recursive_triggers` on, so its delete trigger records what a `REPLACE` deletes. SQLite consults the
+    /// authorizer when a statement is compiled, with the name of the trigger doing the read: nothing is
+    /// checked while statements run.
+    func skipDisplacementTriggers() throws(SQLiteError) {
+        let rc = sqlite3_set_authorizer(handle, { _, action, _, _, _, trigger in
+            guard action == SQLITE_READ, let trigger, SchemaSQL.isDisplacementTrigger(String(cString: trigger)) else {
+                return SQLITE_OK
+            }
+            return SQLITE_IGNORE
+        }, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
+    }
+
     /// Turns this connection's triggers on or off (`SQLITE_DBCONFIG_ENABLE_TRIGGER`). Changing the
     /// setting expires every prepared statement of the connection: each is compiled again, with or without
     /// trigger programs, the next time it runs.

@@ -96,6 +96,7 @@ package enum SchemaSQL {
             PRIMARY KEY (entity, newpk, pk)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS _ls_displaced_pk ON _ls_displaced(entity, pk);
+        CREATE TABLE IF NOT EXISTS _ls_job(id INTEGER PRIMARY KEY, entity INTEGER NOT NULL, step INTEGER NOT NULL, newpk);
         CREATE TABLE IF NOT EXISTS _ls_quarantine(
             id INTEGER PRIMARY KEY,
             node TEXT NOT NULL,
@@ -336,21 +337,26 @@ package enum SchemaSQL {
     /// rows only on connections that turned `recursive_triggers` on, so without these a foreign writer's
     /// `INSERT OR REPLACE` would remove a row no history records (`docs/history.md`, "Implicit deletes").
     ///
-    /// - A `BEFORE` trigger notes every row the new values collide with in `_ls_displaced` (keyed by the
-    ///   incoming row's key), before SQLite resolves the conflict. Its `WHEN` clause probes the key and
-    ///   unique indexes, so an insert that collides with nothing writes nothing.
-    /// - An `AFTER` trigger of the same event, which fires only if the row was written — so the conflict
-    ///   was resolved by `REPLACE`, not `IGNORE`, an upsert, `FAIL` or `ABORT` — records the noted rows
-    ///   that are gone. With `recursive_triggers` on, the delete trigger has already recorded them and
-    ///   taken them out of `_ls_displaced`, so nothing is recorded twice.
-    /// - A note left by a statement that did not replace (an ignored insert, an upsert) is harmless: the
-    ///   row it names still exists, or its delete removed the note; sync transactions clear them all.
+    /// - A `BEFORE` trigger probes the key, each unique key and an explicit rowid for a collision, before
+    ///   SQLite resolves it, and notes the colliding rows in `_ls_displaced` (keyed by the incoming key).
+    /// - An `AFTER` trigger of the same event fires only if the row was written — so a collision was
+    ///   resolved by `REPLACE`, not `IGNORE`, an upsert, `FAIL` or `ABORT` — and, when there are notes for
+    ///   the row, has the noted rows that are gone recorded. With `recursive_triggers` on, the delete
+    ///   trigger has already recorded them and removed their notes, so nothing is recorded twice.
+    /// - A note left by a statement that did not replace (an ignored insert, an upsert) is harmless: the row
+    ///   it names still exists, or its delete removed the note; sync transactions clear them all.
+    ///
+    /// Two things keep their cost off the write path (`docs/BENCHMARKS.md`, capture). SQLite sets up a
+    /// trigger's whole program for every row it fires on, even when its `WHEN` is false, so the `AFTER`
+    /// trigger only inserts a row into the narrow `_ls_job`, whose trigger does the recording. And both
+    /// start with `NEW.<key> IS NOT NULL`, which logsync's own connections — they turn `recursive_triggers`
+    /// on, so their `REPLACE`s fire the delete trigger — compile to NULL (``isDisplacementTrigger(_:)``).
     static func displacementTriggers(for info: Catalog.EntityInfo, catalog: Catalog) -> [String] {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
         let prefix = triggerPrefix(info.id)
         let uniqueKeys = info.entity.uniqueKeys
-        // Rows of the table (as `T`) that the incoming values collide with on a unique key.
+        // Collisions of the incoming values with a row of the table, `T`.
         func collisions(excludingSelf: Bool) -> [String] {
             uniqueKeys.map { columns in
                 columns.map { "T.\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")
@@ -358,46 +364,71 @@ package enum SchemaSQL {
             }
         }
         let insertCollisions = ["T.\(key) = NEW.\(key)"] + collisions(excludingSelf: false)
-            + ["(NEW.rowid <> -1 AND T.rowid = NEW.rowid)"]
+        let insertRowid = "NEW.rowid <> -1"
         let updateCollisions = collisions(excludingSelf: true)
-            + ["(NEW.rowid IS NOT OLD.rowid AND T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key))"]
+        let updateRowid = "NEW.rowid IS NOT OLD.rowid"
         let updatedColumns = (Array(Set(uniqueKeys.flatMap { $0 })).sorted().map(quote) + ["rowid", "oid", "_rowid_"])
             .joined(separator: ", ")
 
-        func note(_ conditions: [String]) -> String {
-            let probes = conditions.map { "EXISTS (SELECT 1 FROM \(table) T WHERE \($0))" }.joined(separator: " OR ")
+        /// `rowidChanges`: the condition under which the incoming rowid can collide with another row's.
+        func note(_ conditions: [String], rowidChanges: String) -> String {
+            let rowid = "T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key)"
+            let probes = conditions.map { "EXISTS (SELECT 1 FROM \(table) T WHERE \($0))" }
+                + ["(\(rowidChanges) AND EXISTS (SELECT 1 FROM \(table) T WHERE \(rowid)))"]
+            let colliding = (conditions + ["\(rowidChanges) AND \(rowid)"]).map { "(\($0))" }.joined(separator: " OR ")
             return """
-                WHEN \(probes) BEGIN
+                WHEN NEW.\(key) IS NOT NULL AND (\(probes.joined(separator: " OR "))) BEGIN
                   DELETE FROM _ls_displaced WHERE entity = \(info.id) AND newpk = NEW.\(key);
-                  INSERT OR IGNORE INTO _ls_displaced(entity, newpk, pk, rid, tomb)
-                    SELECT \(info.id), NEW.\(key), T.\(key), T.rowid, \(tombstone(of: info.entity, row: "T"))
-                    FROM \(table) T WHERE \(conditions.map { "(\($0))" }.joined(separator: " OR "));
+                  INSERT OR REPLACE INTO _ls_displaced(entity, newpk, pk, rid, tomb)
+                    SELECT \(info.id), NEW.\(key), T.\(key), T.rowid, \(tombstone(of: info.entity, row: "T")) FROM \(table) T
+                    WHERE \(colliding);
                 END
                 """
         }
+        func record(_ step: Int) -> String {
+            """
+            WHEN NEW.\(key) IS NOT NULL AND EXISTS (SELECT 1 FROM _ls_displaced d WHERE d.entity = \(info.id) AND d.newpk = NEW.\(key)) BEGIN
+              INSERT INTO _ls_job(entity, step, newpk) VALUES (\(info.id), \(step), NEW.\(key));
+            END
+            """
+        }
         return [
-            "CREATE TRIGGER \"\(prefix)displace_insert\" BEFORE INSERT ON \(table)\n  " + note(insertCollisions),
-            "CREATE TRIGGER \"\(prefix)displace_update\" BEFORE UPDATE OF \(updatedColumns) ON \(table)\n  " + note(updateCollisions),
-            "CREATE TRIGGER \"\(prefix)displaced_insert\" AFTER INSERT ON \(table)\n  "
-                + recordDisplaced(info, catalog: catalog, replacingSelf: true),
-            "CREATE TRIGGER \"\(prefix)displaced_update\" AFTER UPDATE OF \(updatedColumns) ON \(table)\n  "
-                + recordDisplaced(info, catalog: catalog, replacingSelf: false),
+            "CREATE TRIGGER \"\(prefix)displace_insert\" BEFORE INSERT ON \(table)\n  " + note(insertCollisions, rowidChanges: insertRowid),
+            "CREATE TRIGGER \"\(prefix)displace_update\" BEFORE UPDATE OF \(updatedColumns) ON \(table)\n  "
+                + note(updateCollisions, rowidChanges: updateRowid),
+            "CREATE TRIGGER \"\(prefix)displaced_insert\" AFTER INSERT ON \(table)\n  " + record(JobStep.recordInsert),
+            "CREATE TRIGGER \"\(prefix)displaced_update\" AFTER UPDATE OF \(updatedColumns) ON \(table)\n  " + record(JobStep.recordUpdate),
+            displacementJob(info, catalog: catalog),
         ]
     }
 
-    /// The body of the `AFTER` displacement triggers: records the noted rows that are gone, as the delete
-    /// trigger and the rule triggers would have. `replacingSelf`: an insert, whose own key may have been
-    /// the collision (the row it replaced had the same key, so "gone" cannot be told by the key).
-    private static func recordDisplaced(_ info: Catalog.EntityInfo, catalog: Catalog, replacingSelf: Bool) -> String {
+    /// Whether `trigger` is one of the per-row displacement triggers: logsync's connections compile the
+    /// column reads in them to NULL (`Connection`), which their `WHEN` clause turns into a no-op.
+    static func isDisplacementTrigger(_ trigger: String) -> Bool {
+        trigger.hasPrefix("_ls_t") && (trigger.hasSuffix("_displace_insert") || trigger.hasSuffix("_displace_update")
+            || trigger.hasSuffix("_displaced_insert") || trigger.hasSuffix("_displaced_update"))
+    }
+
+    /// What a row of `_ls_job` asks for.
+    enum JobStep {
+        /// Record the noted rows of an insert that are gone.
+        static let recordInsert = 1
+        /// Record the noted rows of an update that are gone.
+        static let recordUpdate = 2
+    }
+
+    /// The trigger on `_ls_job` that records an entity's noted rows that are gone, as the rule triggers and
+    /// the delete trigger would have — the delete rules first, then the delete — and drops the job row.
+    private static func displacementJob(_ info: Catalog.EntityInfo, catalog: Catalog) -> String {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
-        let noted = "d.entity = \(info.id) AND d.newpk = NEW.\(key)"
-        let gone = (replacingSelf ? "(d.pk = NEW.\(key) OR " : "(")
-            + "NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = d.pk))"
+        // An insert's own key may have been the collision (the row it replaced had the same key), so for an
+        // insert a note with its own key counts as gone.
+        let noted = "d.entity = \(info.id) AND d.newpk = NEW.newpk"
+        let gone =
+            "(NEW.step = \(JobStep.recordInsert) AND d.pk = NEW.newpk OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = d.pk))"
         let replaced = "SELECT d.pk FROM _ls_displaced d WHERE \(noted) AND \(gone)"
         let liveKey = liveID(entity: "\(info.id)", rowID: "d.rid")
-        // The delete rules first, then the delete itself: the order in which the rule triggers and the
-        // delete trigger record an explicit delete.
         var statements: [String] = []
         for child in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
             for relationship in child.entity.relationships where relationship.destination == info.entity.name {
@@ -423,11 +454,11 @@ package enum SchemaSQL {
             "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT \(info.id), l.pk, l.cl, l.state "
                 + "FROM _ls_displaced d JOIN _ls_live l ON l.id = \(liveKey) AND l.pk = d.pk WHERE \(noted) AND \(gone)",
             "DELETE FROM _ls_live WHERE id IN (SELECT \(liveKey) FROM _ls_displaced d WHERE \(noted) AND \(gone)) AND pk IN (\(replaced))",
+            "DELETE FROM _ls_displaced WHERE entity = \(info.id) AND (newpk = NEW.newpk "
+                + "OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = _ls_displaced.pk))",
+            "DELETE FROM _ls_job WHERE id = NEW.id",
         ]
-        statements.append(
-            "DELETE FROM _ls_displaced WHERE entity = \(info.id) AND (newpk = NEW.\(key) "
-                + "OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = _ls_displaced.pk))")
-        return "WHEN EXISTS (SELECT 1 FROM _ls_displaced d WHERE \(noted)) BEGIN\n"
+        return "CREATE TRIGGER \"\(triggerPrefix(info.id))job\" AFTER INSERT ON _ls_job WHEN NEW.entity = \(info.id) BEGIN\n"
             + statements.map { "  \($0);\n" }.joined() + "END"
     }
 

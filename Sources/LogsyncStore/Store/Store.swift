@@ -451,6 +451,9 @@ public final class Store: Sendable {
         guard case .text(let mode)? = try connection.scalar("PRAGMA journal_mode = WAL"), mode.lowercased() == "wal" else {
             throw StoreError(.sqlite, "could not switch \(path) to WAL mode", path: path)
         }
+        // Recursive triggers make a REPLACE fire the delete trigger of each row it deletes, so this
+        // connection needs none of the displacement triggers that catch those rows for other programs.
+        try connection.skipDisplacementTriggers()
         try connection.execute(
             """
             PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL");
