@@ -174,7 +174,7 @@ public final class FileLock: @unchecked Sendable {
 
     /// The process id recorded by the holder, if readable.
     public static func holder(of path: String) -> Int32? {
-        guard let bytes = (try? DurableFiles.read(path, maximumBytes: 64)) ?? nil else { return nil }
+        guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 64, followingLinks: false) else { return nil }
         return Int32(String(decoding: bytes.filter { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }, as: UTF8.self))
     }
 }
