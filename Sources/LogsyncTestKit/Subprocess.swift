@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where the package's executables are built: `.build/debug` next to the sources, unless
 /// `LOGSYNC_BIN_DIR` says otherwise. `scripts/test.sh` builds them before the tests run.
@@ -15,15 +16,18 @@ public enum Products {
 }
 
 /// A real child process whose output lines can be awaited with a deadline.
-public final class Subprocess: @unchecked Sendable {
+public final class Subprocess: Sendable {
     public let process = Process()
-    private let lock = NSLock()
-    /// Bytes, not text, so a character split across two reads decodes whole.
-    private var stdoutBytes = Data()
-    private var stderrBytes = Data()
+    private let output = Mutex(Output())
     private let stdinPipe = Pipe()
-    /// How many of stdout and stderr have reached end of file: all output has been read once both have.
-    private var endedStreams = 0
+
+    private struct Output {
+        /// Bytes, not text, so a character split across two reads decodes whole.
+        var stdout = Data()
+        var stderr = Data()
+        /// How many of stdout and stderr have reached end of file: all output has been read once both have.
+        var endedStreams = 0
+    }
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -49,11 +53,11 @@ public final class Subprocess: @unchecked Sendable {
                 let data = handle.availableData
                 guard let self else { return }
                 if data.isEmpty { break }
-                self.lock.withLock {
-                    if isStandardOutput { self.stdoutBytes.append(data) } else { self.stderrBytes.append(data) }
+                self.output.withLock { output in
+                    if isStandardOutput { output.stdout.append(data) } else { output.stderr.append(data) }
                 }
             }
-            self?.lock.withLock { self?.endedStreams += 1 }
+            self?.output.withLock { $0.endedStreams += 1 }
         }
     }
 
@@ -67,8 +71,8 @@ public final class Subprocess: @unchecked Sendable {
         return (status, child.stdout, child.stderr)
     }
 
-    public var stdout: String { String(decoding: lock.withLock { stdoutBytes }, as: UTF8.self) }
-    public var stderr: String { String(decoding: lock.withLock { stderrBytes }, as: UTF8.self) }
+    public var stdout: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
+    public var stderr: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
 
     public func send(_ text: String) throws {
         try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
@@ -127,7 +131,7 @@ public final class Subprocess: @unchecked Sendable {
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
         // them are gone (bounded, in case a grandchild keeps them open).
         let drained = ContinuousClock.now + .seconds(10)
-        while lock.withLock({ endedStreams < 2 }) && ContinuousClock.now < drained {
+        while output.withLock({ $0.endedStreams < 2 }) && ContinuousClock.now < drained {
             try await Task.sleep(for: .milliseconds(1))
         }
         return process.terminationStatus
