@@ -100,12 +100,10 @@ public final class NotifyReceiver: Sendable {
     /// Waits until a message contains `text`; returns it.
     @discardableResult
     public func await(_ text: String, after: Int = 0, timeout: Duration = .seconds(20)) async throws -> (index: Int, at: ContinuousClock.Instant, message: String) {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = messages.enumerated().dropFirst(after).first { $0.element.message.contains(text) }
-            if let found { return (found.offset, found.element.at, found.element.message) }
-            try await Task.sleep(for: .milliseconds(10))
+        let found = try await poll(timeout: timeout, every: .milliseconds(10)) {
+            messages.enumerated().dropFirst(after).first { $0.element.message.contains(text) }
         }
+        if let found { return (found.offset, found.element.at, found.element.message) }
         throw SubprocessError.timedOut(waitingFor: "notification '\(text)'", stdout: messages.map(\.message).joined(separator: " | "), stderr: "")
     }
 }

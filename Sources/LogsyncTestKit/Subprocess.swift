@@ -82,20 +82,19 @@ public final class Subprocess: Sendable {
         try stdinPipe.fileHandleForWriting.close()
     }
 
-    /// Waits until stdout has a line starting with `prefix` and returns that line.
+    /// Waits until stdout has a line starting with `prefix` and returns that line; fails early when the
+    /// process exits without printing it.
     public func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
-                return String(line)
-            }
-            if !process.isRunning, !stdout.contains(prefix) {
-                try await Task.sleep(for: .milliseconds(20))
-                if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line) }
-                throw SubprocessError.exited(status: process.terminationStatus, stdout: stdout, stderr: stderr)
-            }
-            try await Task.sleep(for: .milliseconds(2))
+        func find() -> String? { stdout.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) }
+        var exited = false
+        let found = try await poll(timeout: timeout) { () -> String? in
+            if let line = find() { return line }
+            // Gone without it: one last look once its output is all read.
+            if !process.isRunning, output.withLock({ $0.endedStreams == 2 }) { exited = true; return "" }
+            return nil
         }
+        if let found, !found.isEmpty { return found }
+        if exited { throw SubprocessError.exited(status: process.terminationStatus, stdout: stdout, stderr: stderr) }
         throw SubprocessError.timedOut(waitingFor: prefix, stdout: stdout, stderr: stderr)
     }
 
@@ -111,12 +110,10 @@ public final class Subprocess: Sendable {
     public func output<Found>(
         timeout: Duration = .seconds(10), waitingFor description: String, _ find: (String) -> Found?
     ) async throws -> Found {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let found = find(stdout) { return found }
-            try await Task.sleep(for: .milliseconds(1))
+        guard let found = try await poll(timeout: timeout, every: .milliseconds(1), { find(stdout) }) else {
+            throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
         }
-        throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
+        return found
     }
 
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {

@@ -35,13 +35,12 @@ public final class SyncdCluster: Sendable {
     /// Waits until every node's synced tables hold the same rows; returns them. On timeout the error
     /// carries each node's tables and daemon log.
     public func awaitConvergence(timeout: Duration = .seconds(20)) async throws -> [String: [[DatabaseValue]]] {
-        let deadline = ContinuousClock.now + timeout
         var last: [[String: [[DatabaseValue]]]] = []
-        while ContinuousClock.now < deadline {
+        let converged = try await poll(timeout: timeout, every: .milliseconds(20)) { () -> [String: [[DatabaseValue]]]? in
             last = try nodes.map { try $0.tables() }
-            if Set(last.map { String(describing: $0.sorted { $0.key < $1.key }) }).count == 1 { return last[0] }
-            try await Task.sleep(for: .milliseconds(20))
+            return Set(last.map { String(describing: $0.sorted { $0.key < $1.key }) }).count == 1 ? last[0] : nil
         }
+        if let converged { return converged }
         throw ClusterError.notConverged(tables: zip(nodes.map(\.name), last).map { "\($0): \($1)" }, logs: nodes.map { "\($0.name):\n\($0.log)" })
     }
 }
@@ -111,13 +110,11 @@ public final class SyncdNode: Sendable {
         for (key, value) in environment { variables[key] = value }
         let process = try Subprocess(Products.path("syncd"), ["--config", configPath], environment: variables)
         state.withLock { $0.process = process }
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if process.stderr.contains("syncd ready") { return }
-            if !process.process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(10))
+        let ready = try await poll(timeout: timeout, every: .milliseconds(10)) { () -> Bool? in
+            if process.stderr.contains("syncd ready") { return true }
+            return process.process.isRunning ? nil : false
         }
-        throw ClusterError.notReady(node: name, log: log)
+        guard ready == true else { throw ClusterError.notReady(node: name, log: log) }
     }
 
     /// SIGTERM, then waits for a clean exit; returns the exit status.
@@ -128,6 +125,23 @@ public final class SyncdNode: Sendable {
         let status = try await process.waitForExit(timeout: timeout)
         retire()
         return status
+    }
+
+    /// SIGTERM, then how long the daemon took to exit, timed on a thread of its own (a task on a busy
+    /// cooperative pool may notice the exit long after it happened), and its exit status.
+    public func stopTimed(timeout: Duration = .seconds(20)) async throws -> (status: Int32, elapsed: Duration) {
+        guard let process else { return (0, .zero) }
+        let elapsed = await withCheckedContinuation { (continuation: CheckedContinuation<Duration, Never>) in
+            Thread.detachNewThread {
+                let start = ContinuousClock.now
+                kill(process.process.processIdentifier, SIGTERM)
+                while process.process.isRunning, ContinuousClock.now - start < timeout { usleep(500) }
+                continuation.resume(returning: ContinuousClock.now - start)
+            }
+        }
+        let status = try await process.waitForExit(timeout: timeout)
+        retire()
+        return (status, elapsed)
     }
 
     public func kill9() async throws {

@@ -61,7 +61,7 @@ struct HostileNeighbourTests {
         try stalled.write(Array(#"{"v": 1, "id": 9, "command": "watch"}"#.utf8) + [10])
         let during = try await Arrivals.measure(count: 150, from: source, to: target)
         print("a commit on a visible on b: without a stalled watch client \(before); with one \(during)")
-        #expect(during.missed == 0, "every import went through within a second: \(during)")
+        #expect(during.missed == 0, "every import went through: \(during)")
         let latest = Array(during.delays.suffix(100))
         #expect(Arrivals.percentile(latest, 0.5) <= .milliseconds(50), "median import delay with a stalled client: \(during)")
         try await b.awaitLog("dropped a watch client")
@@ -70,9 +70,7 @@ struct HostileNeighbourTests {
         let second = try UnixSocket.connect(to: b.socketPath)
         try second.write(Array(#"{"v": 1, "id": 10, "command": "watch"}"#.utf8) + [10])
         _ = try await Arrivals.measure(count: 40, from: source, to: target)
-        let stopped = ContinuousClock.now
-        let status = try await b.stop(timeout: .seconds(10))
-        let elapsed = ContinuousClock.now - stopped
+        let (status, elapsed) = try await b.stopTimed(timeout: .seconds(10))
         print("SIGTERM with a stalled watch client connected: exit \(status) after \(elapsed)")
         #expect(status == 0)
         #expect(elapsed < .seconds(2), "SIGTERM exits within 2 s: \(elapsed)")
@@ -146,9 +144,9 @@ struct HostileNeighbourTests {
         unlink(fifo.folder + "/" + name)
         listener.shutdown()
         #expect(try await b.syncctl(["trigger", "--timeout", "20"]).status == 0)
-        let stopped = ContinuousClock.now
-        #expect(try await b.stop() == 0)
-        #expect(ContinuousClock.now - stopped < .seconds(2))
+        let stop = try await b.stopTimed()
+        #expect(stop.status == 0)
+        #expect(stop.elapsed < .seconds(2), "\(stop.elapsed)")
         try await a.stop()
     }
 
@@ -295,9 +293,7 @@ struct HostileNeighbourTests {
             guard ContinuousClock.now < deadline else { Issue.record("the import never started:\n\(b.log)"); return }
             try await Task.sleep(for: .milliseconds(5))
         }
-        let stopped = ContinuousClock.now
-        let status = try await b.stop(timeout: .seconds(60))
-        let elapsed = ContinuousClock.now - stopped
+        let (status, elapsed) = try await b.stopTimed(timeout: .seconds(60))
         let applied = try target.appliedSequence(from: NodeID(origin.node))
         print("SIGTERM during an import of \(total) changes: exit \(status) after \(elapsed), \(applied) of \(origin.transactions) transactions applied")
         #expect(status == 0)
@@ -399,7 +395,7 @@ enum ForeignWriter {
 enum Arrivals {
     struct Measurement: CustomStringConvertible {
         var delays: [Duration]
-        /// Commits not visible within a second.
+        /// Commits not visible within the deadline (the first of them, and those never made after it).
         var missed: Int
 
         var description: String {
@@ -410,15 +406,18 @@ enum Arrivals {
         }
     }
 
+    /// The nearest-rank percentile; `.zero` for no values.
     static func percentile(_ values: [Duration], _ fraction: Double) -> Duration {
         let sorted = values.sorted()
-        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
+        guard !sorted.isEmpty else { return .zero }
+        return sorted[max(0, min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
     }
 
     /// Commits `count` notes on `source` one at a time and times each until `target` has it, watching
     /// from a thread of its own (polling every half millisecond); stops at the first one not visible
-    /// within a second.
-    static func measure(count: Int, from source: Store, to target: Store) async throws -> Measurement {
+    /// within `deadline` (generous: on a loaded machine one fsync can take a second; a stalled import
+    /// never arrives at all).
+    static func measure(count: Int, from source: Store, to target: Store, deadline: Duration = .seconds(10)) async throws -> Measurement {
         var delays: [Duration] = []
         for i in 0..<count {
             let id = UUID().uuidString.lowercased()
@@ -427,7 +426,7 @@ enum Arrivals {
                     do {
                         let start = ContinuousClock.now
                         try source.write(author: "a") { try $0.insert("Note", ["id": .text(id), "title": .text("arrival \(i)"), "rank": 1]) }
-                        while ContinuousClock.now - start < .seconds(1) {
+                        while ContinuousClock.now - start < deadline {
                             if try !target.read("SELECT 1 FROM Note WHERE id = ?", [.text(id)]).isEmpty {
                                 return continuation.resume(returning: ContinuousClock.now - start)
                             }
