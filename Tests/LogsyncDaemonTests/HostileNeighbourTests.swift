@@ -287,9 +287,9 @@ struct HostileNeighbourTests {
         try await b.start()
         defer { b.process?.process.terminate() }
         let target = try b.openStore()
-        // Wait until the import is under way: some batches committed, most still to come.
-        let deadline = ContinuousClock.now + .seconds(120)
-        while try target.appliedSequence(from: NodeID(origin.node)) == 0 {
+        // Wait until the import is well under way: a tenth of it committed, most still to come.
+        let deadline = ContinuousClock.now + .seconds(300)
+        while try target.appliedSequence(from: NodeID(origin.node)) < UInt64(max(1, origin.transactions / 10)) {
             guard ContinuousClock.now < deadline else { Issue.record("the import never started:\n\(b.log)"); return }
             try await Task.sleep(for: .milliseconds(5))
         }
