@@ -107,6 +107,18 @@ struct Connection: ParsableArguments {
         return response
     }
 
+    /// For commands whose answer is worth showing even when it failed (`trigger`, `reload`, `check`):
+    /// prints the whole response as JSON, or `text` of it, then throws the exit code if it failed.
+    @discardableResult
+    func show(
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, wait: TimeInterval, text: (ControlResponse) -> Void
+    ) throws -> ControlResponse {
+        let response = try request(command, timeoutMilliseconds: timeoutMilliseconds, wait: wait, acceptingFailure: true)
+        if json { printJSON(response) } else { text(response) }
+        try check(response)
+        return response
+    }
+
     /// Throws the exit code for a failed response.
     func check(_ response: ControlResponse) throws {
         guard !response.ok else { return }
@@ -145,10 +157,8 @@ struct Trigger: ParsableCommand {
     @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 30
 
     func run() throws {
-        let response = try connection.request(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 2, acceptingFailure: true)
-        if connection.json {
-            connection.printJSON(response)
-        } else if let result = response.trigger {
+        try connection.show(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 2) { response in
+            guard let result = response.trigger else { return }
             for name in result.published { print("published \(name)") }
             for name in result.applied { print("applied \(name)") }
             for (node, next) in result.waiting.sorted(by: { $0.key < $1.key }) {
@@ -161,7 +171,6 @@ struct Trigger: ParsableCommand {
                 ? "sync completed in \(summary.finishedAt - summary.startedAt) ms: published \(summary.published), applied \(summary.appliedSegments) segments (\(summary.appliedTransactions) transactions)"
                 : "sync failed: \(summary.error ?? "unknown error")")
         }
-        try connection.check(response)
     }
 }
 
@@ -292,13 +301,9 @@ struct Reload: ParsableCommand {
     @OptionGroup var connection: Connection
 
     func run() throws {
-        let response = try connection.request(.reload, wait: 30, acceptingFailure: true)
-        if connection.json {
-            connection.printJSON(response)
-        } else if let result = response.reload {
-            print(result.message)
+        try connection.show(.reload, wait: 30) { response in
+            if let result = response.reload { print(result.message) }
         }
-        try connection.check(response)
     }
 }
 
@@ -311,10 +316,8 @@ struct Check: ParsableCommand {
     @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 600
 
     func run() throws {
-        let response = try connection.request(.check, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5, acceptingFailure: true)
-        if connection.json {
-            connection.printJSON(response)
-        } else if let result = response.check {
+        let response = try connection.show(.check, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5) { response in
+            guard let result = response.check else { return }
             if result.intact {
                 print("store intact: integrity_check found nothing wrong\(result.complete ? "" : " before its time ran out") (\(result.elapsedMilliseconds) ms)")
             } else {
@@ -322,7 +325,6 @@ struct Check: ParsableCommand {
                 for problem in result.problems { print("  \(problem)") }
             }
         }
-        try connection.check(response)
         _ = try connection.required(response.check, "check")
     }
 }
