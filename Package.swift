@@ -94,7 +94,9 @@ let package = Package(
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
-            dependencies: ["LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit"]),
+            dependencies: [
+                "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -6,19 +6,20 @@ import Glibc
 /// logsync calls inotify and poll(2).
 ///
 /// The file descriptors are fixed at creation; `add` and `wait` may be called from different threads
-/// (inotify allows it), `stop` from any thread.
-public final class DirectoryWatch: @unchecked Sendable {
+/// (inotify allows it), `stop` from any thread. Only directories are watched (`IN_ONLYDIR`).
+public final class DirectoryWatch: Sendable {
     private let inotifyFD: Int32
     private let wakeRead: Int32
     private let wakeWrite: Int32
 
+    private static let events = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO) | UInt32(IN_ONLYDIR)
+
     /// Returns nil when inotify is not available (some containers, exhausted watch limits); the caller
-    /// then polls.
-    public init?(directory: String) {
+    /// then polls. `followingLink`: whether `directory` may be a symbolic link to the directory to watch.
+    public init?(directory: String, followingLink: Bool = true) {
         let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
         guard fd >= 0 else { return nil }
-        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
-        guard inotify_add_watch(fd, directory, mask) >= 0 else {
+        guard inotify_add_watch(fd, directory, Self.events | (followingLink ? 0 : UInt32(IN_DONT_FOLLOW))) >= 0 else {
             close(fd)
             return nil
         }
@@ -44,11 +45,11 @@ public final class DirectoryWatch: @unchecked Sendable {
 
     public enum Wake: Sendable { case event, timeout, stopped }
 
-    /// Adds another directory to the same watch; false when inotify refuses (missing directory, limits).
+    /// Adds another directory to the same watch, never through a symbolic link (`IN_DONT_FOLLOW`); false
+    /// when inotify refuses (missing directory, a link, limits).
     @discardableResult
     public func add(directory: String) -> Bool {
-        let mask = UInt32(IN_MODIFY) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_CREATE) | UInt32(IN_MOVED_TO)
-        return inotify_add_watch(inotifyFD, directory, mask) >= 0
+        inotify_add_watch(inotifyFD, directory, Self.events | UInt32(IN_DONT_FOLLOW)) >= 0
     }
 
     /// Blocks until a file in the directory changes, `timeoutMilliseconds` pass, or ``stop()`` is called.

@@ -4,7 +4,7 @@ import Glibc
 
 /// A Unix domain stream socket: the control channel between `syncd` and `syncctl`. The only place
 /// logsync calls socket(2), bind(2), accept(2) and connect(2).
-public final class UnixSocket: @unchecked Sendable {
+public final class UnixSocket: Sendable {
     public let descriptor: Int32
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
@@ -75,16 +75,33 @@ public final class UnixSocket: @unchecked Sendable {
         _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
     }
 
-    public func write(_ bytes: [UInt8]) throws(SystemError) {
+    /// Writes all of `bytes`, waiting at most the send timeout (``setSendTimeout(milliseconds:)``) for
+    /// room each time the peer's buffer is full: `EAGAIN` then. `waiting: false` never waits: what does
+    /// not fit at once fails with `EAGAIN` (a last word to a peer that stopped reading).
+    public func write(_ bytes: [UInt8], waiting: Bool = true) throws(SystemError) {
         var offset = 0
+        let flags = Int32(MSG_NOSIGNAL) | (waiting ? 0 : Int32(MSG_DONTWAIT))
         while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress! + offset, $0.count - offset, flags) }
             if sent < 0 {
                 if errno == EINTR { continue }
                 throw .last("send")
             }
             offset += sent
         }
+    }
+
+    /// Whether the peer has closed its end (or the connection failed), without waiting; anything it sent
+    /// meanwhile is read and discarded.
+    public func peerHasClosed() -> Bool {
+        // POLLRDHUP: not exported by Swift's Glibc module (it needs _GNU_SOURCE); Linux's value.
+        let readHangUp: Int16 = 0x2000
+        var descriptor = pollfd(fd: self.descriptor, events: Int16(POLLIN) | readHangUp, revents: 0)
+        guard poll(&descriptor, 1, 0) > 0 else { return false }
+        if descriptor.revents & (Int16(POLLHUP) | readHangUp | Int16(POLLERR)) != 0 { return true }
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        let count = scratch.withUnsafeMutableBytes { recv(self.descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EINTR)
     }
 
     /// Reads whatever is available (blocking until something is); empty at end of stream.
@@ -98,10 +115,18 @@ public final class UnixSocket: @unchecked Sendable {
         }
     }
 
-    /// Sets a receive timeout, so a client never waits forever on a daemon that does not answer.
+    /// Sets a receive timeout, so a reader never waits forever on a peer that does not answer: a read
+    /// then fails with `EAGAIN`.
     public func setReceiveTimeout(milliseconds: Int) {
         var value = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Sets a send timeout, so a writer never waits forever on a peer that does not read: a write then
+    /// fails with `EAGAIN`.
+    public func setSendTimeout(milliseconds: Int) {
+        var value = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 
     private static func address(_ path: String) -> sockaddr_un {
@@ -121,13 +146,15 @@ public struct LineReader {
     private let socket: UnixSocket
     private var buffer: [UInt8] = []
     private let maximumLine: Int
+    /// Set when ``next()`` gave up on a line longer than the maximum.
+    public private(set) var overflowed = false
 
     public init(_ socket: UnixSocket, maximumLine: Int = 1 << 20) {
         self.socket = socket
         self.maximumLine = maximumLine
     }
 
-    /// The next line without its newline; nil at end of stream or on an oversized line.
+    /// The next line without its newline; nil at end of stream or on an oversized line (``overflowed``).
     public mutating func next() throws(SystemError) -> [UInt8]? {
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -135,7 +162,10 @@ public struct LineReader {
                 buffer.removeSubrange(...newline)
                 return line
             }
-            guard buffer.count <= maximumLine else { return nil }
+            guard buffer.count <= maximumLine else {
+                overflowed = true
+                return nil
+            }
             let chunk = try socket.read()
             if chunk.isEmpty { return nil }
             buffer += chunk
@@ -144,7 +174,7 @@ public struct LineReader {
 }
 
 /// An exclusive advisory lock on a file (flock), held for the life of the process: one `syncd` per store.
-public final class FileLock: @unchecked Sendable {
+public final class FileLock: Sendable {
     private let descriptor: Int32
     public let path: String
 
@@ -174,7 +204,7 @@ public final class FileLock: @unchecked Sendable {
 
     /// The process id recorded by the holder, if readable.
     public static func holder(of path: String) -> Int32? {
-        guard let bytes = (try? DurableFiles.read(path, maximumBytes: 64)) ?? nil else { return nil }
+        guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 64, followingLinks: false) else { return nil }
         return Int32(String(decoding: bytes.filter { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }, as: UTF8.self))
     }
 }

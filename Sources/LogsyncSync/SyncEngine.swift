@@ -3,6 +3,7 @@ import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
 import LogsyncTransport
+import Synchronization
 
 /// How a store syncs.
 public struct SyncConfiguration: Sendable {
@@ -37,14 +38,7 @@ public final class SyncEngine: Sendable {
     public let configuration: SyncConfiguration
     private let running = NSLock()
     /// Segments at or below a node's cursor whose bytes were checked against the recorded checksum.
-    private let verified = Verified()
-
-    private final class Verified: @unchecked Sendable {
-        private let lock = NSLock()
-        private var names: Set<SegmentName> = []
-        func contains(_ name: SegmentName) -> Bool { lock.withLock { names.contains(name) } }
-        func insert(_ name: SegmentName) { _ = lock.withLock { names.insert(name) } }
-    }
+    private let verified = Mutex<Set<SegmentName>>([])
 
     public init(store: Store, transport: any Transport, configuration: SyncConfiguration = SyncConfiguration()) {
         self.store = store
@@ -56,25 +50,44 @@ public final class SyncEngine: Sendable {
 
     /// One full round: export, publish, scan, import. Throws only for failures that stop the round (the
     /// store or the transport unusable); problems with individual segments are in the report.
-    public func sync() throws -> SyncReport {
+    ///
+    /// `cancellation` stops the round at its next safe point (between import batches, between nodes):
+    /// the report then says ``SyncReport/interrupted``, and what was committed stays.
+    public func sync(cancellation: Cancellation? = nil) throws -> SyncReport {
         running.lock()
         defer { running.unlock() }
         var report = SyncReport()
-        try export(into: &report)
-        try importAvailable(into: &report)
+        let cancelled = { cancellation?.isCancelled ?? false }
+        try exportToOutbox()
+        // A segment this node cannot publish (its folder unwritable, its name taken by something else)
+        // fails the round, but only after other nodes' segments were imported: a problem with this
+        // node's own folder does not stop it from receiving.
+        var publishFailure: (any Error)?
+        do {
+            try publish(into: &report)
+        } catch {
+            publishFailure = error
+        }
+        if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+        report.interrupted = cancelled()
+        if let publishFailure { throw publishFailure }
         // Importing folds local writes made meanwhile into the outbox: publish them too.
-        try publish(into: &report)
+        if !report.interrupted { try publish(into: &report) }
         return report
     }
 
     /// Exports local history to the outbox and publishes everything unpublished.
     public func export(into report: inout SyncReport) throws {
+        try exportToOutbox()
+        try publish(into: &report)
+    }
+
+    private func exportToOutbox() throws {
         let exported = try store.exportToOutbox(
             account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
         // Only when segments were added: the daemon's first round, which may run before it reports
         // ready, usually exports nothing, and a crash there would not be a crash during export.
         if exported > 0 { FaultInjection.point("export.after-outbox") }
-        try publish(into: &report)
     }
 
     private func publish(into report: inout SyncReport) throws {
@@ -87,11 +100,25 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func importAvailable(into report: inout SyncReport) throws {
+    private func importAvailable(into report: inout SyncReport, cancelled: () -> Bool) throws {
         let scan = try transport.scan(excluding: node)
         report.ignored = scan.ignored
         let byNode = Dictionary(grouping: scan.segments, by: \.node)
-        for (origin, names) in byNode.sorted(by: { $0.key < $1.key }) {
+        // Things named like a node's segments that are not regular files: they explain a wait.
+        let unreadable = Dictionary(grouping: scan.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })
+        for origin in Set(byNode.keys).union(unreadable.keys).sorted() {
+            if cancelled() { return }
+            let names = byNode[origin] ?? []
+            // Why a sequence is not in the folder as a segment that can be read.
+            func missing(_ sequence: UInt64) -> String {
+                if let file = unreadable[origin]?.first(where: { $0.segment!.firstSequence <= sequence && sequence <= $0.segment!.lastSequence }) {
+                    return "sequence \(sequence): \(file.path) is \(file.reason)"
+                }
+                guard let next = names.first(where: { $0.firstSequence > sequence }) else {
+                    return "sequence \(sequence) is not in the shared folder yet"
+                }
+                return "sequence \(sequence) is missing from the shared folder; the segments from sequence \(next.firstSequence) on wait for it"
+            }
             var pending = names.sorted()[...]
             // Segments at or below the cursor are checked once the import is done: quarantining one is a
             // write, which cannot happen while the import holds the write lock.
@@ -101,7 +128,7 @@ public final class SyncEngine: Sendable {
             var prefetched: (name: SegmentName, load: Prefetch<SegmentLoad>)?
             try store.importSegments(
                 from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
-                batching: configuration.batching, limits: configuration.limits,
+                batching: configuration.batching, limits: configuration.limits, isCancelled: cancelled,
                 next: { cursor in
                     while let name = pending.popFirst() {
                         if name.lastSequence <= cursor {
@@ -110,7 +137,7 @@ public final class SyncEngine: Sendable {
                         }
                         // The next segment, or one interrupted between batches (resumed only with the same bytes).
                         guard name.firstSequence <= cursor + 1 else {
-                            report.waiting[origin] = cursor + 1
+                            report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
                             return nil
                         }
                         let load: SegmentLoad
@@ -126,15 +153,21 @@ public final class SyncEngine: Sendable {
                             segment = loaded
                         case .rejected(let rejection):
                             report.rejected.append(rejection)
-                            report.waiting[origin] = cursor + 1
+                            report.wait(origin, for: cursor + 1, because: "segment \(describe(name)) was rejected: \(rejection.reason)")
                             return nil
                         }
                         if segment.header.schemaVersion > store.schema.version {
                             report.heldForSchema.append(name)
+                            report.wait(
+                                origin, for: cursor + 1,
+                                because: "segment \(describe(name)) was written with schema version \(segment.header.schemaVersion), newer than this store's \(store.schema.version): kept, and applied once this node's app registers that schema")
                             return nil
                         }
                         if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                             report.heldForClockSkew.append(name)
+                            report.wait(
+                                origin, for: cursor + 1,
+                                because: "segment \(describe(name)) is stamped \(segment.header.maxTimestamp.wallClockDescription), more than \(HybridLogicalClock.maximumDrift / 60_000) minutes ahead of this machine's clock: held until local time catches up; check that node's clock")
                             return nil
                         }
                         if let following = pending.first, following.firstSequence == name.lastSequence + 1 {
@@ -153,28 +186,41 @@ public final class SyncEngine: Sendable {
                     case .applied(let count):
                         report.applied.append(name)
                         report.appliedTransactions += count
-                        verified.insert(name)
+                        _ = verified.withLock { $0.insert(name) }
                     case .alreadyApplied:
                         break
                     case .gap(let expected):
-                        report.waiting[origin] = expected
+                        report.wait(origin, for: expected, because: missing(expected))
                     case .divergent:
                         try quarantine(
                             name, reason: "partly applied from different content: same node and sequences", location: describe(name),
                             into: &report)
                     }
                 })
-            if !belowCursor.isEmpty {
-                let cursor = try store.appliedSequence(from: origin)
-                for name in belowCursor { try checkApplied(name, cursor: cursor, into: &report) }
+            let cursor = try store.appliedSequence(from: origin)
+            for name in belowCursor { try checkApplied(name, cursor: cursor, into: &report) }
+            if report.waiting[origin] == nil, !cancelled(), unreadable[origin]?.contains(where: { $0.segment!.firstSequence == cursor + 1 }) == true {
+                report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
             }
+            let rejected = Set(report.rejected.map(\.name))
+            report.available[origin] = Self.contiguousEnd(of: names.filter { !rejected.contains($0) }, after: cursor)
         }
+    }
+
+    /// The last sequence that `names` cover without a gap after `cursor` (`cursor` itself when the next
+    /// one is missing).
+    static func contiguousEnd(of names: [SegmentName], after cursor: UInt64) -> UInt64 {
+        var end = cursor
+        for name in names.sorted() where name.firstSequence <= end + 1 {
+            end = max(end, name.lastSequence)
+        }
+        return end
     }
 
     /// A segment at or below the cursor must be one that was applied, with the same bytes: anything else
     /// is divergence (the node rewrote history, or two machines share a node id) and is quarantined.
     private func checkApplied(_ name: SegmentName, cursor: UInt64, into report: inout SyncReport) throws {
-        guard !verified.contains(name) else { return }
+        guard !verified.withLock({ $0.contains(name) }) else { return }
         let location = describe(name)
         guard let applied = try store.appliedSegment(from: name.node, firstSequence: name.firstSequence),
             applied.lastSequence == name.lastSequence
@@ -186,14 +232,14 @@ public final class SyncEngine: Sendable {
         if Self.checksum(bytes) != applied.checksum {
             try quarantine(name, reason: "same node and sequences as an applied segment, different content", location: location, into: &report)
         } else {
-            verified.insert(name)
+            _ = verified.withLock { $0.insert(name) }
         }
     }
 
     private func quarantine(_ name: SegmentName, reason: String, location: String, into report: inout SyncReport) throws {
         let known = try store.quarantined().contains { $0.node == name.node && $0.firstSequence == name.firstSequence && $0.lastSequence == name.lastSequence }
         try store.quarantine(QuarantineRecord(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, reason: reason, location: location))
-        verified.insert(name)
+        _ = verified.withLock { $0.insert(name) }
         if !known { report.quarantined.append(name) }
     }
 

@@ -8,9 +8,17 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// Other nodes' segments applied in this run, in order.
     public var applied: [SegmentName] = []
     public var appliedTransactions = 0
-    /// Per node, the next sequence this store is waiting for (a segment in between is missing).
+    /// Per node, the next sequence this store is waiting for: the segment that holds it is missing,
+    /// unreadable, rejected, or held (newer schema, a clock in the future). ``waitingReasons`` says which.
     public var waiting: [NodeID: UInt64] = [:]
-    /// Files the transport ignored (temporary files, conflict copies, unknown names).
+    /// Per node in ``waiting``, why, in words an operator can act on.
+    public var waitingReasons: [NodeID: String] = [:]
+    /// Per node, the last sequence of the segments in the folder that follow on from what was applied
+    /// without a gap and were not rejected: what could be applied. Names beyond a gap, or files that
+    /// failed verification, do not count, so a stray file cannot fake a lag.
+    public var available: [NodeID: UInt64] = [:]
+    /// Files the transport ignored (temporary files, conflict copies, unknown names, and anything named
+    /// like a segment or a node folder that is not a regular file or a directory).
     public var ignored: [IgnoredFile] = []
     /// Segments that failed verification (torn, truncated, corrupt, wrong node or account): not applied,
     /// retried on the next run in case a good copy arrives.
@@ -22,8 +30,17 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// Segments stamped further in the future than ``HybridLogicalClock/maximumDrift``: a peer's clock is
     /// wrong. Kept, and applied once local time catches up, so a wrong clock cannot win every conflict.
     public var heldForClockSkew: [SegmentName] = []
+    /// The run stopped early because it was asked to (syncd is stopping). Everything committed stays;
+    /// the next run goes on from there.
+    public var interrupted = false
 
     public init() {}
+
+    /// Records that `node` waits for `sequence`, and why.
+    mutating func wait(_ node: NodeID, for sequence: UInt64, because reason: String) {
+        waiting[node] = sequence
+        waitingReasons[node] = reason
+    }
 
     public var description: String {
         var parts = ["published \(published.count)", "applied \(applied.count) segments (\(appliedTransactions) transactions)"]
@@ -33,6 +50,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
         if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }
         if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
+        if interrupted { parts.append("interrupted by a stop") }
         return parts.joined(separator: ", ")
     }
 }

@@ -100,4 +100,15 @@ public enum MessageID {
     public static let syncCompleted = "5e6f708192a3b4c5d6e7f8091a2b3c4d"
     public static let syncFailed = "6f708192a3b4c5d6e7f8091a2b3c4d5e"
     public static let quarantined = "708192a3b4c5d6e7f8091a2b3c4d5e6f"
+    /// A node's segments wait: the next one is missing, not a regular file, rejected, or held.
+    public static let waiting = "cc3b280f190443249c48793b4f6cb4d6"
+    /// Something in the shared folder named like a segment or a node folder that is not one.
+    public static let strayFile = "f1ed0b4ebb534e03a3264804f5257c64"
+    /// A segment failed verification.
+    public static let rejected = "49c75abc6d0840ee9343fedf870d3bee"
+    /// A control client was refused (too many) or dropped (it stopped reading).
+    public static let clientRefused = "4324210d562e45a89fff89384e41e4ef"
+    public static let clientDropped = "20d30d564c1b40aeb26f4b72ddc42e25"
+    /// The store was found damaged; syncing stopped (or syncd refused to start).
+    public static let damaged = "29eb065cc2b84cee9526e6fd209e99f2"
 }

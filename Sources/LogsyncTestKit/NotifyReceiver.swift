@@ -1,17 +1,16 @@
 import Foundation
 import LogsyncPlatform
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A stand-in for systemd's notification socket: a datagram socket in a temp folder, passed to a
 /// daemon as `NOTIFY_SOCKET`, recording every message with the time it arrived.
-public final class NotifyReceiver: @unchecked Sendable {
+public final class NotifyReceiver: Sendable {
     public let path: String
     private let descriptor: Int32
-    private let lock = NSLock()
-    private var received: [(at: ContinuousClock.Instant, message: String)] = []
-    private var running = true
+    private let state = Mutex<(received: [(at: ContinuousClock.Instant, message: String)], running: Bool)>(([], true))
 
     public init(path: String) throws {
         self.path = path
@@ -37,7 +36,7 @@ public final class NotifyReceiver: @unchecked Sendable {
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 4096)
             var control = [UInt8](repeating: 0, count: 256)
-            while lock.withLock({ running }) {
+            while state.withLock({ $0.running }) {
                 var queuedAt: timespec?
                 let count = buffer.withUnsafeMutableBytes { data in
                     control.withUnsafeMutableBytes { controlBytes in
@@ -56,14 +55,14 @@ public final class NotifyReceiver: @unchecked Sendable {
                 }
                 guard count > 0 else { continue }
                 let message = String(decoding: buffer[0..<count], as: UTF8.self)
-                lock.withLock { received.append((Self.instant(of: queuedAt), message)) }
+                state.withLock { $0.received.append((Self.instant(of: queuedAt), message)) }
             }
         }
         thread.start()
     }
 
     deinit {
-        lock.withLock { running = false }
+        state.withLock { $0.running = false }
         close(descriptor)
         unlink(path)
     }
@@ -96,17 +95,15 @@ public final class NotifyReceiver: @unchecked Sendable {
     }
 
     /// Every message so far, oldest first.
-    public var messages: [(at: ContinuousClock.Instant, message: String)] { lock.withLock { received } }
+    public var messages: [(at: ContinuousClock.Instant, message: String)] { state.withLock { $0.received } }
 
     /// Waits until a message contains `text`; returns it.
     @discardableResult
     public func await(_ text: String, after: Int = 0, timeout: Duration = .seconds(20)) async throws -> (index: Int, at: ContinuousClock.Instant, message: String) {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            let found = messages.enumerated().dropFirst(after).first { $0.element.message.contains(text) }
-            if let found { return (found.offset, found.element.at, found.element.message) }
-            try await Task.sleep(for: .milliseconds(10))
+        let found = try await poll(timeout: timeout, every: .milliseconds(10)) {
+            messages.enumerated().dropFirst(after).first { $0.element.message.contains(text) }
         }
+        if let found { return (found.offset, found.element.at, found.element.message) }
         throw SubprocessError.timedOut(waitingFor: "notification '\(text)'", stdout: messages.map(\.message).joined(separator: " | "), stderr: "")
     }
 }

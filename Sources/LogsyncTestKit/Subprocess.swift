@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Where the package's executables are built: `.build/debug` next to the sources, unless
 /// `LOGSYNC_BIN_DIR` says otherwise. `scripts/test.sh` builds them before the tests run.
@@ -15,15 +16,18 @@ public enum Products {
 }
 
 /// A real child process whose output lines can be awaited with a deadline.
-public final class Subprocess: @unchecked Sendable {
+public final class Subprocess: Sendable {
     public let process = Process()
-    private let lock = NSLock()
-    /// Bytes, not text, so a character split across two reads decodes whole.
-    private var stdoutBytes = Data()
-    private var stderrBytes = Data()
+    private let output = Mutex(Output())
     private let stdinPipe = Pipe()
-    /// How many of stdout and stderr have reached end of file: all output has been read once both have.
-    private var endedStreams = 0
+
+    private struct Output {
+        /// Bytes, not text, so a character split across two reads decodes whole.
+        var stdout = Data()
+        var stderr = Data()
+        /// How many of stdout and stderr have reached end of file: all output has been read once both have.
+        var endedStreams = 0
+    }
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
@@ -49,11 +53,11 @@ public final class Subprocess: @unchecked Sendable {
                 let data = handle.availableData
                 guard let self else { return }
                 if data.isEmpty { break }
-                self.lock.withLock {
-                    if isStandardOutput { self.stdoutBytes.append(data) } else { self.stderrBytes.append(data) }
+                self.output.withLock { output in
+                    if isStandardOutput { output.stdout.append(data) } else { output.stderr.append(data) }
                 }
             }
-            self?.lock.withLock { self?.endedStreams += 1 }
+            self?.output.withLock { $0.endedStreams += 1 }
         }
     }
 
@@ -67,8 +71,8 @@ public final class Subprocess: @unchecked Sendable {
         return (status, child.stdout, child.stderr)
     }
 
-    public var stdout: String { String(decoding: lock.withLock { stdoutBytes }, as: UTF8.self) }
-    public var stderr: String { String(decoding: lock.withLock { stderrBytes }, as: UTF8.self) }
+    public var stdout: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
+    public var stderr: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
 
     public func send(_ text: String) throws {
         try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
@@ -78,20 +82,19 @@ public final class Subprocess: @unchecked Sendable {
         try stdinPipe.fileHandleForWriting.close()
     }
 
-    /// Waits until stdout has a line starting with `prefix` and returns that line.
+    /// Waits until stdout has a line starting with `prefix` and returns that line; fails early when the
+    /// process exits without printing it.
     public func line(startingWith prefix: String, timeout: Duration = .seconds(30)) async throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) {
-                return String(line)
-            }
-            if !process.isRunning, !stdout.contains(prefix) {
-                try await Task.sleep(for: .milliseconds(20))
-                if let line = stdout.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) { return String(line) }
-                throw SubprocessError.exited(status: process.terminationStatus, stdout: stdout, stderr: stderr)
-            }
-            try await Task.sleep(for: .milliseconds(2))
+        func find() -> String? { stdout.split(separator: "\n").first { $0.hasPrefix(prefix) }.map(String.init) }
+        var exited = false
+        let found = try await poll(timeout: timeout) { () -> String? in
+            if let line = find() { return line }
+            // Gone without it: one last look once its output is all read.
+            if !process.isRunning, output.withLock({ $0.endedStreams == 2 }) { exited = true; return "" }
+            return nil
         }
+        if let found, !found.isEmpty { return found }
+        if exited { throw SubprocessError.exited(status: process.terminationStatus, stdout: stdout, stderr: stderr) }
         throw SubprocessError.timedOut(waitingFor: prefix, stdout: stdout, stderr: stderr)
     }
 
@@ -107,12 +110,10 @@ public final class Subprocess: @unchecked Sendable {
     public func output<Found>(
         timeout: Duration = .seconds(10), waitingFor description: String, _ find: (String) -> Found?
     ) async throws -> Found {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let found = find(stdout) { return found }
-            try await Task.sleep(for: .milliseconds(1))
+        guard let found = try await poll(timeout: timeout, every: .milliseconds(1), { find(stdout) }) else {
+            throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
         }
-        throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
+        return found
     }
 
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
@@ -127,7 +128,7 @@ public final class Subprocess: @unchecked Sendable {
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
         // them are gone (bounded, in case a grandchild keeps them open).
         let drained = ContinuousClock.now + .seconds(10)
-        while lock.withLock({ endedStreams < 2 }) && ContinuousClock.now < drained {
+        while output.withLock({ $0.endedStreams < 2 }) && ContinuousClock.now < drained {
             try await Task.sleep(for: .milliseconds(1))
         }
         return process.terminationStatus

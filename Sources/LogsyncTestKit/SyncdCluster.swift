@@ -1,16 +1,20 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import Synchronization
 
 /// N real `syncd` processes in one temporary directory, each with its own store, configuration and
 /// control socket, all sharing one folder. Tests write through the library, drive the daemons with
 /// `syncctl`, and wait for convergence with deadlines.
-public final class SyncdCluster: @unchecked Sendable {
+public final class SyncdCluster: Sendable {
     public let directory: TemporaryDirectory
     public let shared: String
     public let schemaFile: String
     public let schema: Schema
-    public private(set) var nodes: [SyncdNode] = []
+    private let added = Mutex<[SyncdNode]>([])
+
+    /// The nodes added so far, in order.
+    public var nodes: [SyncdNode] { added.withLock { $0 } }
 
     public init(_ label: String = "d", schema: Schema, schemaJSON: String) throws {
         directory = try TemporaryDirectory(label)
@@ -24,20 +28,19 @@ public final class SyncdCluster: @unchecked Sendable {
     /// `rescanIntervalMilliseconds` leaves the daemon's inotify wake-ups as the only timely way to sync.
     public func addNode(_ name: String, rescanIntervalMilliseconds: Int = 1000, extra: [String] = []) throws -> SyncdNode {
         let node = try SyncdNode(cluster: self, name: name, rescanIntervalMilliseconds: rescanIntervalMilliseconds, extra: extra)
-        nodes.append(node)
+        added.withLock { $0.append(node) }
         return node
     }
 
     /// Waits until every node's synced tables hold the same rows; returns them. On timeout the error
     /// carries each node's tables and daemon log.
     public func awaitConvergence(timeout: Duration = .seconds(20)) async throws -> [String: [[DatabaseValue]]] {
-        let deadline = ContinuousClock.now + timeout
         var last: [[String: [[DatabaseValue]]]] = []
-        while ContinuousClock.now < deadline {
+        let converged = try await poll(timeout: timeout, every: .milliseconds(20)) { () -> [String: [[DatabaseValue]]]? in
             last = try nodes.map { try $0.tables() }
-            if Set(last.map { String(describing: $0.sorted { $0.key < $1.key }) }).count == 1 { return last[0] }
-            try await Task.sleep(for: .milliseconds(20))
+            return Set(last.map { String(describing: $0.sorted { $0.key < $1.key }) }).count == 1 ? last[0] : nil
         }
+        if let converged { return converged }
         throw ClusterError.notConverged(tables: zip(nodes.map(\.name), last).map { "\($0): \($1)" }, logs: nodes.map { "\($0.name):\n\($0.log)" })
     }
 }
@@ -57,15 +60,24 @@ public enum ClusterError: Error, CustomStringConvertible {
 }
 
 /// One `syncd` of a cluster: its files, its process, and `syncctl` aimed at it.
-public final class SyncdNode: @unchecked Sendable {
+public final class SyncdNode: Sendable {
     public let name: String
     public let storePath: String
     public let socketPath: String
     public let configPath: String
     public let logPath: String
     private unowned let cluster: SyncdCluster
-    public private(set) var process: Subprocess?
-    private var store: Store?
+    private let state = Mutex(State())
+
+    private struct State {
+        var process: Subprocess?
+        var store: Store?
+        /// The logs of the daemons that ran before the current one.
+        var previousLogs = ""
+    }
+
+    /// The running daemon, if any.
+    public var process: Subprocess? { state.withLock { $0.process } }
 
     init(cluster: SyncdCluster, name: String, rescanIntervalMilliseconds: Int, extra: [String]) throws {
         self.cluster = cluster
@@ -97,14 +109,12 @@ public final class SyncdNode: @unchecked Sendable {
         var variables = ProcessInfo.processInfo.environment
         for (key, value) in environment { variables[key] = value }
         let process = try Subprocess(Products.path("syncd"), ["--config", configPath], environment: variables)
-        self.process = process
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if process.stderr.contains("syncd ready") { return }
-            if !process.process.isRunning { break }
-            try await Task.sleep(for: .milliseconds(10))
+        state.withLock { $0.process = process }
+        let ready = try await poll(timeout: timeout, every: .milliseconds(10)) { () -> Bool? in
+            if process.stderr.contains("syncd ready") { return true }
+            return process.process.isRunning ? nil : false
         }
-        throw ClusterError.notReady(node: name, log: log)
+        guard ready == true else { throw ClusterError.notReady(node: name, log: log) }
     }
 
     /// SIGTERM, then waits for a clean exit; returns the exit status.
@@ -113,36 +123,53 @@ public final class SyncdNode: @unchecked Sendable {
         guard let process else { return 0 }
         kill(process.process.processIdentifier, SIGTERM)
         let status = try await process.waitForExit(timeout: timeout)
-        appendLog()
-        self.process = nil
+        retire()
         return status
+    }
+
+    /// SIGTERM, then how long the daemon took to exit, timed on a thread of its own (a task on a busy
+    /// cooperative pool may notice the exit long after it happened), and its exit status.
+    public func stopTimed(timeout: Duration = .seconds(20)) async throws -> (status: Int32, elapsed: Duration) {
+        guard let process else { return (0, .zero) }
+        let elapsed = await withCheckedContinuation { (continuation: CheckedContinuation<Duration, Never>) in
+            Thread.detachNewThread {
+                let start = ContinuousClock.now
+                kill(process.process.processIdentifier, SIGTERM)
+                while process.process.isRunning, ContinuousClock.now - start < timeout { usleep(500) }
+                continuation.resume(returning: ContinuousClock.now - start)
+            }
+        }
+        let status = try await process.waitForExit(timeout: timeout)
+        retire()
+        return (status, elapsed)
     }
 
     public func kill9() async throws {
         guard let process else { return }
         try await process.kill9()
-        appendLog()
-        self.process = nil
+        retire()
     }
 
     /// Waits for a daemon that is expected to die by itself (a fault point); returns its exit status.
     public func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
         guard let process else { return 0 }
         let status = try await process.waitForExit(timeout: timeout)
-        appendLog()
-        self.process = nil
+        retire()
         return status
     }
 
-    private var previousLogs = ""
-
-    private func appendLog() {
-        previousLogs += process?.stderr ?? ""
-        try? previousLogs.write(toFile: logPath, atomically: true, encoding: .utf8)
+    /// Keeps the log of a daemon that has exited, and forgets its process.
+    private func retire() {
+        let logs = state.withLock { state in
+            state.previousLogs += state.process?.stderr ?? ""
+            state.process = nil
+            return state.previousLogs
+        }
+        try? logs.write(toFile: logPath, atomically: true, encoding: .utf8)
     }
 
     /// Everything this node's daemons have logged so far.
-    public var log: String { previousLogs + (process?.stderr ?? "") }
+    public var log: String { state.withLock { $0.previousLogs + ($0.process?.stderr ?? "") } }
 
     /// Runs `syncctl` against this node.
     public func syncctl(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
@@ -160,10 +187,13 @@ public final class SyncdNode: @unchecked Sendable {
 
     /// The node's store, opened in the test process (a second connection next to the daemon's).
     public func openStore() throws -> Store {
-        if let store { return store }
+        if let store = state.withLock({ $0.store }) { return store }
         let opened = try Store(path: storePath, schema: cluster.schema)
-        store = opened
-        return opened
+        return state.withLock { state in
+            if let store = state.store { return store }
+            state.store = opened
+            return opened
+        }
     }
 
     /// Every synced table's rows, ordered by primary key.

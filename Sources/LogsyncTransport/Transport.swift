@@ -1,4 +1,5 @@
 import LogsyncCore
+@_exported import enum LogsyncPlatform.FileKind
 
 /// Moves segments between nodes. A transport stores bytes; it never interprets or deletes segments of
 /// other nodes, and it reports what it had to ignore.
@@ -31,24 +32,55 @@ public struct TransportScan: Sendable {
 }
 
 public struct IgnoredFile: Sendable, Hashable, CustomStringConvertible {
-    public enum Reason: String, Sendable, Hashable {
+    public enum Reason: Sendable, Hashable, CustomStringConvertible {
         /// A temporary file of a writer or a sync tool (`.name.tmp`, `.syncthing.*.tmp`, `~*`).
         case temporary
         /// A copy made by a sync tool on conflicting edits (`*.sync-conflict-*`, `* (… conflicted copy …)`).
         case conflictCopy
         /// Neither a segment name nor a known temporary: left alone.
         case unknownName
+        /// Named like a segment, but not a regular file (a FIFO, a socket, a device, a link): never
+        /// opened, since only regular files are read from a shared folder.
+        case notRegularFile(FileKind)
+        /// Named like a node folder, but not a directory (a link to one included): never followed.
+        case notADirectory(FileKind)
+        /// A node folder that could not be opened or listed (permissions, removed meanwhile).
+        case unreadableFolder(String)
+
+        public var description: String {
+            switch self {
+            case .temporary: return "temporary file"
+            case .conflictCopy: return "conflict copy"
+            case .unknownName: return "not a segment name"
+            case .notRegularFile(let kind): return "a \(kind) named like a segment: only regular files are read from the shared folder"
+            case .notADirectory(let kind): return "a \(kind) named like a node folder: only directories are listed, links are not followed"
+            case .unreadableFolder(let error): return "node folder not readable: \(error)"
+            }
+        }
+
+        /// Whether this is worth an operator's attention (odd files a person or program put there), rather
+        /// than the ordinary traces of writers and sync tools.
+        public var isSuspicious: Bool {
+            switch self {
+            case .temporary, .conflictCopy, .unknownName: return false
+            case .notRegularFile, .notADirectory, .unreadableFolder: return true
+            }
+        }
     }
 
     public var path: String
     public var reason: Reason
+    /// The segment its name stands for, when it is named like one (a FIFO in a segment's place): what a
+    /// node waits for can then be explained by it.
+    public var segment: SegmentName?
 
-    public init(path: String, reason: Reason) {
+    public init(path: String, reason: Reason, segment: SegmentName? = nil) {
         self.path = path
         self.reason = reason
+        self.segment = segment
     }
 
-    public var description: String { "\(path) (\(reason.rawValue))" }
+    public var description: String { "\(path) (\(reason))" }
 }
 
 /// A transport failure: what, where, and the system error behind it.
@@ -65,6 +97,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let conflict = Code(name: "conflict")
         /// A segment is larger than the caller allows.
         public static let tooLarge = Code(name: "tooLarge")
+        /// A segment's name is taken by something that is not a regular file (a FIFO, a link, a device).
+        public static let notRegularFile = Code(name: "notRegularFile")
     }
 
     public var code: Code

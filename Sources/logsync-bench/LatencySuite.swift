@@ -366,7 +366,7 @@ extension Duration {
 
 extension LatencySuite {
     /// One `syncd` child: its process and everything it wrote to stderr.
-    final class Daemon: @unchecked Sendable {
+    final class Daemon: Sendable {
         let name: String
         private let process = Process()
         private let output = Mutex("")
@@ -427,9 +427,10 @@ extension LatencySuite {
     }
 
     /// The daemons this run started. Stops them all when asked, and on SIGINT or SIGTERM to the bench.
+    /// `@unchecked`: Dispatch's signal sources are not `Sendable`, so no lock type can hold them; they
+    /// are touched only by `init` and `stopAll()`, both on the suite's thread.
     final class Daemons: @unchecked Sendable {
         private let members = Mutex<[Daemon]>([])
-        /// Touched only by `init` and `stopAll()`, both on the suite's thread.
         private var signalSources: [DispatchSourceSignal] = []
         /// The run's temporary directory, removed when a signal ends the run.
         private let scratch: String

@@ -161,6 +161,9 @@ struct Sync: ParsableCommand {
             for name in report.published { print("published \(name)") }
             for name in report.applied { print("applied \(name)") }
             for rejected in report.rejected { print("rejected \(rejected)") }
+            for (node, next) in report.waiting.sorted(by: { $0.key < $1.key }) {
+                print("waiting for \(node) sequence \(next)\(report.waitingReasons[node].map { ": \($0)" } ?? "")")
+            }
             for name in report.quarantined { print("quarantined \(name)") }
             for file in report.ignored { print("ignored \(file)") }
             printFlushed("synced: \(report)")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncDaemon
+import LogsyncPlatform
 
 @main
 struct Syncctl: ParsableCommand {
@@ -9,20 +10,38 @@ struct Syncctl: ParsableCommand {
         abstract: "Control a running syncd: sync now, see how far behind it is, watch it work.",
         discussion: """
             Exit codes: 0 success; 1 the sync failed; 3 syncd is not running; 4 the socket is not a syncd \
-            control socket; 5 no answer in time; 6 the reload failed (syncd keeps its configuration); \
+            control socket (or speaks another protocol version); 5 no answer in time; 6 the reload failed \
+            (syncd keeps its configuration); 7 syncd answered with an error (busy, stopping, internal); \
+            8 the store is damaged (check); 64 bad command line; 77 the socket's folder is not private; \
             78 bad configuration.
             """,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self]
     )
 }
 
+/// `syncctl`'s exit codes, as `docs/control-protocol.md` lists them.
 enum ExitCodes {
     static let syncFailed: Int32 = 1
     static let notRunning: Int32 = 3
     static let notOurSocket: Int32 = 4
     static let timedOut: Int32 = 5
     static let reloadFailed: Int32 = 6
+    static let daemonError: Int32 = 7
+    static let damaged: Int32 = 8
+    static let unsafeSocketFolder: Int32 = 77
     static let badConfiguration: Int32 = 78
+
+    /// The exit code for an error syncd answered with.
+    static func code(for failure: ControlFailure) -> Int32 {
+        switch failure.code {
+        case .syncFailed: return syncFailed
+        case .timeout: return timedOut
+        case .unsupportedVersion: return notOurSocket
+        case .reloadFailed: return reloadFailed
+        case .damaged: return damaged
+        case .badRequest, .internalError, .shuttingDown, .tooManyClients, .slowConsumer: return daemonError
+        }
+    }
 }
 
 /// How to find the daemon: `--socket`, or the socket of the configuration syncd would use.
@@ -39,8 +58,15 @@ struct Connection: ParsableArguments {
             do {
                 path = try DaemonConfiguration.load(file: config).socketPath
             } catch {
-                FileHandle.standardError.write(Data("syncctl: configuration error: \(error)\n".utf8))
-                throw ExitCode(ExitCodes.badConfiguration)
+                throw Self.exit(ExitCodes.badConfiguration, "configuration error: \(error)")
+            }
+            // A socket found by default may sit in a shared temporary folder: talk through it only when
+            // nobody else could have put it there.
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            do {
+                try PrivateDirectory.verifyForClient(folder)
+            } catch {
+                throw Self.exit(ExitCodes.unsafeSocketFolder, "\(error.description)")
             }
         }
         do {
@@ -50,22 +76,62 @@ struct Connection: ParsableArguments {
         }
     }
 
+    /// Prints `message` on stderr and returns the exit code to throw.
+    static func exit(_ code: Int32, _ message: String) -> ExitCode {
+        FileHandle.standardError.write(Data("syncctl: \(message)\n".utf8))
+        return ExitCode(code)
+    }
+
     func fail(_ error: ControlClient.Failure) -> ExitCode {
-        FileHandle.standardError.write(Data("syncctl: \(error)\n".utf8))
         switch error {
-        case .notRunning: return ExitCode(ExitCodes.notRunning)
-        case .notOurSocket: return ExitCode(ExitCodes.notOurSocket)
-        case .timedOut: return ExitCode(ExitCodes.timedOut)
+        case .notRunning: return Self.exit(ExitCodes.notRunning, "\(error)")
+        case .notOurSocket, .closed: return Self.exit(ExitCodes.notOurSocket, "\(error)")
+        case .timedOut: return Self.exit(ExitCodes.timedOut, "\(error)")
         }
     }
 
-    func request(_ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, wait: TimeInterval = 10) throws -> ControlResponse {
+    /// Sends a request and returns the response; `ok: false` becomes the matching exit code with the
+    /// daemon's message on stderr, unless `acceptingFailure` (the caller reports it itself).
+    func request(
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, wait: TimeInterval = 10,
+        acceptingFailure: Bool = false
+    ) throws -> ControlResponse {
         let client = try client()
+        let response: ControlResponse
         do {
-            return try client.send(command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, wait: wait)
+            response = try client.send(command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, wait: wait)
         } catch {
             throw fail(error)
         }
+        if !acceptingFailure { try check(response) }
+        return response
+    }
+
+    /// For commands whose answer is worth showing even when it failed (`trigger`, `reload`, `check`):
+    /// prints the whole response as JSON, or `text` of it, then throws the exit code if it failed.
+    @discardableResult
+    func show(
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, wait: TimeInterval, text: (ControlResponse) -> Void
+    ) throws -> ControlResponse {
+        let response = try request(command, timeoutMilliseconds: timeoutMilliseconds, wait: wait, acceptingFailure: true)
+        if json { printJSON(response) } else { text(response) }
+        try check(response)
+        return response
+    }
+
+    /// Throws the exit code for a failed response.
+    func check(_ response: ControlResponse) throws {
+        guard !response.ok else { return }
+        guard let failure = response.error else {
+            throw Self.exit(ExitCodes.notOurSocket, "syncd answered 'not ok' without saying why")
+        }
+        throw Self.exit(ExitCodes.code(for: failure), "\(failure.message) (\(failure.code.rawValue))")
+    }
+
+    /// The part of a response a command needs; a daemon that leaves it out does not speak this protocol.
+    func required<T>(_ value: T?, _ field: String) throws -> T {
+        guard let value else { throw Self.exit(ExitCodes.notOurSocket, "syncd's answer has no '\(field)'") }
+        return value
     }
 
     func printJSON<T: Encodable>(_ value: T) {
@@ -76,6 +142,13 @@ struct Connection: ParsableArguments {
     }
 }
 
+/// One line per peer: how far it is applied, and what it waits for and why.
+func describe(_ peer: PeerStatus) -> String {
+    var line = "\(peer.node)  applied \(peer.appliedSequence) of \(peer.availableSequence), lag \(peer.lag)"
+    if let next = peer.waitingFor { line += ", waiting for \(next)\(peer.waitingReason.map { ": \($0)" } ?? "")" }
+    return line
+}
+
 struct Trigger: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sync now: wait until a sync round that started after this request has completed, and print what moved.")
@@ -84,13 +157,13 @@ struct Trigger: ParsableCommand {
     @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 30
 
     func run() throws {
-        let response = try connection.request(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5)
-        if connection.json {
-            connection.printJSON(response)
-        } else if let result = response.trigger {
+        try connection.show(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 2) { response in
+            guard let result = response.trigger else { return }
             for name in result.published { print("published \(name)") }
             for name in result.applied { print("applied \(name)") }
-            for (node, next) in result.waiting.sorted(by: { $0.key < $1.key }) { print("waiting for \(node) sequence \(next)") }
+            for (node, next) in result.waiting.sorted(by: { $0.key < $1.key }) {
+                print("waiting for \(node) sequence \(next)\(result.waitingReasons?[node].map { ": \($0)" } ?? "")")
+            }
             for item in result.rejected { print("rejected \(item)") }
             for name in result.quarantined { print("quarantined \(name)") }
             let summary = result.summary
@@ -98,21 +171,17 @@ struct Trigger: ParsableCommand {
                 ? "sync completed in \(summary.finishedAt - summary.startedAt) ms: published \(summary.published), applied \(summary.appliedSegments) segments (\(summary.appliedTransactions) transactions)"
                 : "sync failed: \(summary.error ?? "unknown error")")
         }
-        guard response.ok else {
-            if let error = response.error, !connection.json { FileHandle.standardError.write(Data("syncctl: \(error.message)\n".utf8)) }
-            throw ExitCode(response.error?.code == .timeout ? ExitCodes.timedOut : ExitCodes.syncFailed)
-        }
     }
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "State, account, node, last sync, pending exports, peers and their lag, quarantined segments, last error.")
+    static let configuration = CommandConfiguration(
+        abstract: "State, account, node, last sync, pending exports, peers and their lag, what waits and why, ignored files, quarantined segments, last error.")
 
     @OptionGroup var connection: Connection
 
     func run() throws {
-        let response = try connection.request(.status)
-        guard let status = response.status else { throw ExitCode(ExitCodes.notOurSocket) }
+        let status = try connection.required(connection.request(.status).status, "status")
         if connection.json {
             connection.printJSON(status)
             return
@@ -130,29 +199,30 @@ struct Status: ParsableCommand {
         }
         print("pending    \(status.pendingTransactions) transactions not yet exported, \(status.pendingSegments) segments not yet published")
         print("peers      \(status.peers.isEmpty ? "none seen" : "")")
-        for peer in status.peers {
-            print("  \(peer.node)  applied \(peer.appliedSequence) of \(peer.availableSequence), lag \(peer.lag)\(peer.waitingFor.map { ", waiting for \($0)" } ?? "")")
-        }
+        for peer in status.peers { print("  \(describe(peer))") }
         if !status.quarantined.isEmpty {
             print("QUARANTINED \(status.quarantined.count) segments (same node and sequences, different content):")
             for item in status.quarantined { print("  \(item.node) \(item.firstSequence)-\(item.lastSequence): \(item.reason) (\(item.location))") }
         }
         for item in status.rejected { print("rejected   \(item)") }
+        if status.ignoredFiles > 0 {
+            let listed = status.ignored ?? []
+            print("ignored    \(status.ignoredFiles) files in the shared folder\(listed.count < status.ignoredFiles ? " (the first \(listed.count) below)" : ""):")
+            for item in listed { print("  \(item.path): \(item.reason)") }
+        }
         if let error = status.lastError { print("last error \(error)") }
     }
 }
 
 struct Peers: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Other nodes seen in the shared folder, with what has been applied from each.")
+    static let configuration = CommandConfiguration(abstract: "Other nodes seen in the shared folder, with what has been applied from each, and what each waits for.")
 
     @OptionGroup var connection: Connection
 
     func run() throws {
-        let peers = try connection.request(.peers).peers ?? []
+        let peers = try connection.required(connection.request(.peers).peers, "peers")
         if connection.json { return connection.printJSON(peers) }
-        for peer in peers {
-            print("\(peer.node)  applied \(peer.appliedSequence) of \(peer.availableSequence), lag \(peer.lag)\(peer.waitingFor.map { ", waiting for \($0)" } ?? "")")
-        }
+        for peer in peers { print(describe(peer)) }
     }
 }
 
@@ -163,7 +233,7 @@ struct History: ParsableCommand {
     @Option(help: "How many transactions.") var limit: Int = 20
 
     func run() throws {
-        let entries = try connection.request(.history, limit: limit).history ?? []
+        let entries = try connection.required(connection.request(.history, limit: limit).history, "history")
         if connection.json { return connection.printJSON(entries) }
         for entry in entries {
             print("#\(entry.token) at \(entry.time ?? entry.timestamp) origin=\(entry.origin) author=\(entry.author ?? "-") context=\(entry.context ?? "-") changes=\(entry.changes)")
@@ -172,30 +242,53 @@ struct History: ParsableCommand {
 }
 
 struct Watch: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print events as syncd works (one line each; JSON with --json) until interrupted.")
+    static let configuration = CommandConfiguration(
+        abstract: "Print events as syncd works (one line each; JSON with --json) until interrupted or syncd stops.",
+        discussion: "Exits 0 when syncd stops, 3 when the connection ends otherwise, 7 when syncd drops a watch that fell behind.")
 
     @OptionGroup var connection: Connection
 
     func run() throws {
         let client = try connection.client()
-        do {
-            _ = try client.send(.watch)
-            while true {
-                let response: ControlResponse
-                do {
-                    response = try client.nextResponse()
-                } catch .timedOut {
-                    continue
-                }
-                guard let event = response.event else { continue }
-                if connection.json {
-                    connection.printJSON(event)
-                } else {
-                    FileHandle.standardOutput.write(Data("\(Date(timeIntervalSince1970: Double(event.at) / 1000)) \(event.kind.rawValue) \(event.message)\n".utf8))
-                }
+        try connection.check(try send(client))
+        var stopping = false
+        while let response = try next(client, afterStopping: stopping) {
+            try connection.check(response)
+            guard let event = response.event else { continue }
+            if event.kind == .stopping { stopping = true }
+            if connection.json {
+                connection.printJSON(event)
+            } else {
+                FileHandle.standardOutput.write(Data("\(Date(timeIntervalSince1970: Double(event.at) / 1000)) \(event.kind.rawValue) \(event.message)\n".utf8))
             }
+        }
+    }
+
+    private func send(_ client: ControlClient) throws -> ControlResponse {
+        do {
+            return try client.send(.watch)
         } catch {
             throw connection.fail(error)
+        }
+    }
+
+    /// The next line from syncd (waiting as long as it takes); nil when the connection ends after
+    /// syncd said it is stopping.
+    private func next(_ client: ControlClient, afterStopping stopping: Bool) throws -> ControlResponse? {
+        while true {
+            do {
+                return try client.nextResponse()
+            } catch {
+                switch error {
+                case .timedOut:
+                    continue
+                case .closed:
+                    if stopping { return nil }
+                    throw Connection.exit(ExitCodes.notRunning, "syncd closed the connection")
+                default:
+                    throw connection.fail(error)
+                }
+            }
         }
     }
 }
@@ -208,9 +301,30 @@ struct Reload: ParsableCommand {
     @OptionGroup var connection: Connection
 
     func run() throws {
-        let response = try connection.request(.reload, wait: 30)
-        if connection.json { return connection.printJSON(response) }
-        if let result = response.reload { print(result.message) }
-        guard response.ok else { throw ExitCode(ExitCodes.reloadFailed) }
+        try connection.show(.reload, wait: 30) { response in
+            if let result = response.reload { print(result.message) }
+        }
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Have syncd run SQLite's full integrity_check on its store (syncing goes on meanwhile).",
+        discussion: "Exit 0 when the store is intact; 8 when it is damaged (syncd then stops syncing it and says so in status); 5 when the check did not finish in time.")
+
+    @OptionGroup var connection: Connection
+    @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 600
+
+    func run() throws {
+        let response = try connection.show(.check, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5) { response in
+            guard let result = response.check else { return }
+            if result.intact {
+                print("store intact: integrity_check found nothing wrong\(result.complete ? "" : " before its time ran out") (\(result.elapsedMilliseconds) ms)")
+            } else {
+                print("store DAMAGED: integrity_check reports (\(result.elapsedMilliseconds) ms):")
+                for problem in result.problems { print("  \(problem)") }
+            }
+        }
+        _ = try connection.required(response.check, "check")
     }
 }

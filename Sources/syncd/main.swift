@@ -42,7 +42,7 @@ let daemon: SyncDaemon
 do {
     daemon = try SyncDaemon(configuration: configuration, logger: logger)
 } catch let error as DaemonError {
-    fail(error.message, code: error.code == .alreadyRunning ? 75 : 71)
+    fail(error.description, code: error.exitStatus)
 } catch {
     fail("cannot start: \(error)", code: 71)
 }

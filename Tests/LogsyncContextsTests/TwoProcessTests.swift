@@ -13,7 +13,7 @@ struct TwoProcessTests {
     func saveReachesAnotherProcess() async throws {
         let store = try NotesStore()
         let (path, container) = (store.path, store.container)
-        let watcher = try Subprocess(notes, ["watch", "--store", path, "--timestamps", "--seconds", "30"])
+        let watcher = try Subprocess(notes, ["watch", "--store", path, "--timestamps", "--seconds", "300"])
         defer { watcher.process.terminate() }
         _ = try await watcher.line(startingWith: "@", timeout: .seconds(20))
 
@@ -40,7 +40,7 @@ struct TwoProcessTests {
         var note = Note(title: "b")
         try context.insert(note)
         try context.save()
-        let watcher = try Subprocess(notes, ["watch", "--store", path, "--seconds", "30"])
+        let watcher = try Subprocess(notes, ["watch", "--store", path, "--seconds", "300"])
         defer { watcher.process.terminate() }
         _ = try await watcher.line(startingWith: "1 note(s)", timeout: .seconds(20))
         let id = note.id.uuidString.lowercased()

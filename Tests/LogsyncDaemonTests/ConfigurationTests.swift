@@ -43,6 +43,9 @@ struct ConfigurationTests {
         ("[sync]\naccount = unquoted\n", 2, "is not a value"),
         ("[sync]\nbatch_changes = 0\n", 2, "must be between 1 and"),
         ("[control]\nsocket = \"/tmp/\(String(repeating: "x", count: 120))\"\n", 2, "Unix sockets allow 107"),
+        ("[sync]\naccount = \"../../etc\"\n", 2, "'sync.account' has characters other than letters, digits"),
+        ("[sync]\naccount = \"..\"\n", 2, "'sync.account' starts with '.' (it would name another folder)"),
+        ("# a comment\n[sync]\naccount = \"\(String(repeating: "a", count: 129))\"\n", 3, "'sync.account' is 129 bytes long"),
     ])
     func errorsHaveLines(text: String, line: Int, message: String) throws {
         let directory = try TemporaryDirectory("cfg")
@@ -61,6 +64,19 @@ struct ConfigurationTests {
         #expect(xdg.state == "/x/state/logsync")
         #expect(xdg.runtime == "/x/run/logsync")
         #expect(xdg.defaultConfigFiles.first == "/x/cfg/logsync/syncd.toml")
+    }
+
+    @Test("a 10 MB value is refused with its file and line, and echoed in a few dozen characters, not 10 MB")
+    func hugeValueIsTruncated() async throws {
+        let directory = try TemporaryDirectory("cfg")
+        let huge = String(repeating: "x", count: 10 << 20)
+        let file = try directory.write("syncd.toml", "[store]\npath = \"store.sqlite\"\n[sync]\naccount = \"\(huge)\"\n")
+        let result = try await Subprocess.run(Products.path("syncd"), ["--config", file])
+        #expect(result.status == 78, "\(result.stderr.prefix(500))")
+        #expect(result.stderr.contains("\(file):4: 'sync.account' is \(10 << 20) bytes long"), "\(result.stderr.prefix(500))")
+        #expect(result.stderr.contains("… (\(10 << 20) bytes)"), "\(result.stderr.prefix(500))")
+        #expect(result.stderr.utf8.count < 1_000, "stderr is \(result.stderr.utf8.count) bytes")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("store.sqlite")))
     }
 
     @Test("syncd exits with the file and line of a malformed configuration, and creates nothing")

@@ -131,7 +131,9 @@ struct DaemonTests {
         #expect(peerA["available_seq"] as? Int == 3)
         #expect(peerA["lag"] as? Int == 0)
 
-        // A node whose first segment is missing: b sees it, waits, and says how far behind it is.
+        // A node whose first segment is missing: b sees it, waits, and says why. Nothing follows on from
+        // what was applied, so nothing counts as available and there is no lag: a name beyond a gap is
+        // not evidence of anything until the gap fills (a stray file could claim any sequence).
         let ghost = UUID().uuidString.lowercased()
         let ghostFolder = cluster.shared + "/test/" + ghost
         try FileManager.default.createDirectory(atPath: ghostFolder, withIntermediateDirectories: true)
@@ -143,9 +145,11 @@ struct DaemonTests {
         let waiting = try await b.status()
         let ghostPeer = try #require((waiting["peers"] as? [[String: Any]])?.first { $0["node"] as? String == ghost })
         #expect(ghostPeer["applied_seq"] as? Int == 0)
-        #expect(ghostPeer["available_seq"] as? Int == 2)
-        #expect(ghostPeer["lag"] as? Int == 2)
+        #expect(ghostPeer["available_seq"] as? Int == 0)
+        #expect(ghostPeer["lag"] as? Int == 0)
         #expect(ghostPeer["waiting_for"] as? Int == 1)
+        let reason = ghostPeer["waiting_reason"] as? String ?? ""
+        #expect(reason.contains("sequence 1 is missing") && reason.contains("from sequence 2 on wait for it"), "\(reason)")
 
         // a's first segment rewritten with other content after b applied it: quarantined, reported.
         let original = try Data(contentsOf: URL(fileURLWithPath: aFolder + "/" + segments[0]))

@@ -147,6 +147,59 @@ struct SharedFolderSyncTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 2 + decoys.count)
     }
 
+    @Test("FIFOs, sockets and links named like segments, and linked node folders, are reported with what they are and never opened")
+    func notRegularFiles() throws {
+        let cluster = try SyncCluster("odd")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "n"]) }
+        _ = try cluster.engine(a).sync()
+        let account = cluster.shared + "/default/"
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: account + a.nodeID).first)
+        let name = "00000000000000000001-00000000000000000001.lseg"
+        func ghost() throws -> (node: String, folder: String) {
+            let node = UUID().uuidString.lowercased()
+            try FileManager.default.createDirectory(atPath: account + node, withIntermediateDirectories: false)
+            return (node, account + node)
+        }
+        let fifo = try ghost(), link = try ghost()
+        #expect(mkfifo(fifo.folder + "/" + name, 0o600) == 0)
+        try FileManager.default.createSymbolicLink(atPath: link.folder + "/" + name, withDestinationPath: account + a.nodeID + "/" + segment)
+        let linkedFolder = UUID().uuidString.lowercased()
+        try FileManager.default.createSymbolicLink(atPath: account + linkedFolder, withDestinationPath: account + a.nodeID)
+
+        let transport = try DirectoryTransport(root: cluster.shared, account: "default", node: NodeID(b.nodeID))
+        let scan = try transport.scan(excluding: NodeID(b.nodeID))
+        #expect(scan.segments.map(\.node.rawValue) == [a.nodeID], "only the regular file is a segment: \(scan.segments)")
+        let reasons = Dictionary(uniqueKeysWithValues: scan.ignored.map { ($0.path, $0.reason) })
+        #expect(reasons[fifo.folder + "/" + name] == .notRegularFile(.fifo))
+        #expect(reasons[link.folder + "/" + name] == .notRegularFile(.symbolicLink))
+        #expect(reasons[account + linkedFolder] == .notADirectory(.symbolicLink))
+        #expect(scan.ignored.allSatisfy { !$0.path.hasPrefix(account + linkedFolder + "/") }, "the linked folder is not listed")
+        // Read by name anyway (a file replaced after the scan): refused at once, never opened.
+        let started = ContinuousClock.now
+        let error = try #require(throws: TransportError.self) {
+            try transport.read(SegmentName(node: NodeID(fifo.node), firstSequence: 1, lastSequence: 1), maximumBytes: 1 << 20)
+        }
+        #expect(error.code == .notRegularFile && error.message.contains("is a FIFO"), "\(error)")
+        #expect(ContinuousClock.now - started < .seconds(1))
+
+        let report = try cluster.engine(b).sync()
+        #expect(report.applied.map(\.node.rawValue) == [a.nodeID], "a's segment applies all the same")
+        #expect(report.waiting[NodeID(fifo.node)] == 1)
+        #expect(report.waitingReasons[NodeID(fifo.node)]?.contains("is a FIFO named like a segment") == true, "\(report.waitingReasons)")
+        #expect(report.waitingReasons[NodeID(link.node)]?.contains("is a symbolic link named like a segment") == true)
+        #expect(report.available[NodeID(a.nodeID)] == 1)
+
+        // A FIFO squatting the name of b's own next segment: b cannot publish, says why, and still receives.
+        #expect(mkfifo(account + b.nodeID + "/" + name, 0o600) == 0)
+        try b.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "from b"]) }
+        try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "a again"]) }
+        _ = try cluster.engine(a).sync()
+        let blocked = try #require(throws: TransportError.self) { try cluster.engine(b).sync() }
+        #expect(blocked.code == .conflict && blocked.message.contains("is a FIFO, not a segment"), "\(blocked)")
+        #expect(try b.appliedSequence(from: NodeID(a.nodeID)) == 2, "a's new segment was imported all the same")
+    }
+
     @Test("the same node and sequence with different content is quarantined and never merged")
     func divergenceQuarantined() throws {
         let cluster = try SyncCluster()

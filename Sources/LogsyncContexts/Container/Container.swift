@@ -17,7 +17,9 @@ import Synchronization
 /// The container watches the store (inotify, confirmed by SQLite's `data_version`), so it sees commits
 /// by `syncd`'s imports, other processes and other containers alike, usually within a millisecond. For
 /// each new history transaction it merges the contexts that merge automatically, then reports the
-/// transaction on ``changes()``.
+/// transaction on ``changes()``. It does so on its monitor's own thread, never on Swift's cooperative
+/// pool: reading history may seal a foreign writer's changes, which waits for the store's lock, and a
+/// wait there would hold up every task of the app.
 public final class Container: Sendable {
     /// The store the container opened, for what contexts do not cover: history, purge, raw SQL.
     public let store: Store
@@ -29,7 +31,9 @@ public final class Container: Sendable {
     private struct State {
         var contexts: [WeakContext] = []
         var subscribers: [UUID: AsyncStream<StoreChange>.Continuation] = [:]
-        var monitor: Task<Void, Never>?
+        var monitor: CommitObservation?
+        /// History up to here has been merged and reported; only the monitor's thread changes it.
+        var delivered = HistoryToken.zero
         var closed = false
     }
 
@@ -103,7 +107,7 @@ public final class Container: Sendable {
     /// when the last reference to it goes.
     public func close() {
         let (monitor, subscribers, contexts) = state.withLock { state in
-            guard !state.closed else { return (nil as Task<Void, Never>?, [AsyncStream<StoreChange>.Continuation](), [Context]()) }
+            guard !state.closed else { return (nil as CommitObservation?, [AsyncStream<StoreChange>.Continuation](), [Context]()) }
             state.closed = true
             defer {
                 state.subscribers = [:]
@@ -120,15 +124,17 @@ public final class Container: Sendable {
     // MARK: - Watching the store
 
     private func startMonitor(after token: HistoryToken) {
-        let commits = store.commits()
-        let monitor = Task.detached { [weak self] in
-            var delivered = token
-            for await _ in commits {
-                guard let self else { return }
-                delivered = self.deliver(after: delivered)
-            }
+        state.withLock { $0.delivered = token }
+        let monitor = store.observeCommits { [weak self] _ in
+            guard let self else { return }
+            let delivered = self.deliver(after: self.state.withLock { $0.delivered })
+            self.state.withLock { $0.delivered = delivered }
         }
-        state.withLock { $0.monitor = monitor }
+        let closed = state.withLock { state in
+            state.monitor = monitor
+            return state.closed
+        }
+        if closed { monitor.cancel() }
     }
 
     /// Reads the history after `token` once, merges it into the contexts that merge automatically, then

@@ -26,6 +26,10 @@ public final class Context: Sendable {
     let model: Model
     private let state: Mutex<State>
     private let listeners = Mutex(Listeners())
+    /// Held by a save from start to end, and by a merge: one save at a time, and a merge never sees a
+    /// save between its commit and the settling of the context's changes. Never held by reads or edits,
+    /// and `state` is not held across the write, so those go on while a save waits for the store.
+    private let writing = Mutex(())
 
     struct State {
         var tracking = ObjectTracking()
@@ -37,6 +41,10 @@ public final class Context: Sendable {
         var mergedToken: HistoryToken
         var conflicts: [MergeConflict] = []
         var closed = false
+        /// How many times ``reset()`` forgot everything: a save that ran meanwhile leaves no trace.
+        var resets = 0
+        /// This context's saves not yet met again in history: merging skips them.
+        var ownSaves: Set<HistoryToken> = []
     }
 
     private struct Listeners {
@@ -337,6 +345,7 @@ public final class Context: Sendable {
     /// a new context would start.
     public func reset() {
         state.withLock { state in
+            state.resets += 1
             state.tracking = ObjectTracking()
             state.conflicts = []
         }
@@ -355,48 +364,66 @@ public final class Context: Sendable {
     /// written, the unsaved changes are kept, and the error says why.
     @discardableResult
     public func save(author: String? = nil) throws -> HistoryToken? {
-        let (token, conflicts, changed): (HistoryToken?, [MergeConflict], [ObjectID]) = try state.withLock { state in
-            try checkOpen(state)
-            guard state.tracking.hasChanges else { return (nil, [], []) }
-            let changed = state.tracking.changedObjects
-            let policy = state.mergePolicy
-            var tracking = state.tracking
-            var conflicts: [MergeConflict] = []
-            let token: HistoryToken?
-            do {
-                token = try store.recordedWrite(author: author, context: name) { transaction in
-                    for id in changed {
-                        let columns = try model.columns(of: id.entity)
-                        let key = columns.keyValue(id.id)
-                        let stored = try transaction.row(id.entity, key: key)
-                        if let conflict = tracking.reconcile(id, storeRow: stored, policy: policy) { conflicts.append(conflict) }
-                        if tracking.deleted.contains(id) {
-                            try transaction.delete(id.entity, key: key)
-                        } else if let row = tracking.inserted[id] {
-                            try transaction.insert(id.entity, row)
-                        } else if let edits = tracking.edits[id], stored != nil {
-                            try transaction.update(id.entity, key: key, edits)
-                        }
-                    }
-                    // What the app now holds is what was saved (defaults and delete rules included).
-                    for id in changed {
-                        tracking.seen[id] = try transaction.row(id.entity, key: try model.columns(of: id.entity).keyValue(id.id))
-                    }
-                }.token
-            } catch {
-                throw ContextError(
-                    .saveFailed, "context '\(name)' could not save \(changed.count) changed object(s); its changes are kept",
-                    cause: error)
-            }
-            tracking.discardChanges()
-            state.tracking = tracking
-            state.conflicts += conflicts
-            return (token, conflicts, changed)
-        }
-        guard !changed.isEmpty else { return nil }
-        emit(ContextChanges(cause: .save, token: token, updated: Set(changed), conflicts: conflicts))
+        // One save at a time per context. The state lock is not held while the store writes (which may
+        // wait up to the busy timeout for another process): fetches, edits and merges go on meanwhile,
+        // and what they change is reconciled with what was saved afterwards.
+        let saved = try writing.withLock { _ in try saveAlone(author: author) }
+        guard let saved else { return nil }
+        emit(ContextChanges(cause: .save, token: saved.token, updated: Set(saved.changed), conflicts: saved.conflicts))
         if isPinned { try advance() } else { refreshObservers() }
-        return token
+        return saved.token
+    }
+
+    /// Writes the changes; nil when there were none.
+    private func saveAlone(author: String?) throws -> (token: HistoryToken?, changed: [ObjectID], conflicts: [MergeConflict])? {
+        let (pending, policy, resets) = try state.withLock { state in
+            try checkOpen(state)
+            return (state.tracking, state.mergePolicy, state.resets)
+        }
+        guard pending.hasChanges else { return nil }
+        let changed = pending.changedObjects
+        var tracking = pending
+        var conflicts: [MergeConflict] = []
+        let token: HistoryToken?
+        do {
+            token = try store.recordedWrite(author: author, context: name) { transaction in
+                for id in changed {
+                    let columns = try model.columns(of: id.entity)
+                    let key = columns.keyValue(id.id)
+                    let stored = try transaction.row(id.entity, key: key)
+                    if let conflict = tracking.reconcile(id, storeRow: stored, policy: policy) { conflicts.append(conflict) }
+                    if tracking.deleted.contains(id) {
+                        try transaction.delete(id.entity, key: key)
+                    } else if let row = tracking.inserted[id] {
+                        try transaction.insert(id.entity, row)
+                    } else if let edits = tracking.edits[id], stored != nil {
+                        try transaction.update(id.entity, key: key, edits)
+                    }
+                }
+                // What the app now holds is what was saved (defaults and delete rules included).
+                for id in changed {
+                    tracking.seen[id] = try transaction.row(id.entity, key: try model.columns(of: id.entity).keyValue(id.id))
+                }
+            }.token
+        } catch {
+            throw ContextError(
+                .saveFailed, "context '\(name)' could not save \(changed.count) changed object(s); its changes are kept",
+                cause: error)
+        }
+        state.withLock { state in
+            // Changes saved are no longer unsaved; changes made while the store wrote stay unsaved, over
+            // the saved values. A reset meanwhile forgot everything, what was saved included.
+            if let token, state.mergedToken < token {
+                state.ownSaves.insert(token)
+                // A context that never merges would collect them for ever: past a bound, the oldest go
+                // (merging one later only reports it as a change, which it was).
+                if state.ownSaves.count > 256, let oldest = state.ownSaves.min() { state.ownSaves.remove(oldest) }
+            }
+            guard state.resets == resets else { return }
+            for id in changed { state.tracking.settle(id, saved: pending, storedAs: tracking.seen[id]) }
+            state.conflicts += conflicts
+        }
+        return (token, changed, conflicts)
     }
 
     // MARK: - Batch operations
@@ -465,34 +492,47 @@ public final class Context: Sendable {
     /// history itself, up to the latest (or the pinned) state.
     private func mergeChanges(read: ReadHistory?) throws {
         var merged = ContextChanges(cause: .merge)
-        try state.withLock { state in
-            try checkOpen(state)
-            if let read, read.after == state.mergedToken, state.snapshot == nil {
-                if let last = read.transactions.last {
-                    try merge(read.transactions, into: &merged, state: &state)
-                    state.mergedToken = last.token
-                }
-            } else {
-                let limit = state.snapshot?.token
-                while true {
-                    let transactions: [HistoryTransaction]
-                    do {
-                        transactions = try store.history(after: state.mergedToken, limit: 200)
-                            .filter { limit == nil || $0.token <= limit! }
-                    } catch {
-                        throw ContextError(.fetchFailed, "context '\(name)' could not read history", cause: error)
-                    }
-                    guard let last = transactions.last else { break }
-                    try merge(transactions, into: &merged, state: &state)
-                    state.mergedToken = last.token
-                }
-            }
-            merged.token = state.mergedToken
-            state.conflicts += merged.conflicts
-        }
+        try writing.withLock { _ in try mergeAlone(read: read, into: &merged) }
         guard !merged.isEmpty else { return }
         emit(merged)
         refreshObservers()
+    }
+
+    /// Merges history batch by batch. History is read without holding `state` (reading it may seal a
+    /// foreign writer's changes, which waits for the store's lock); `writing` keeps other merges and
+    /// saves out meanwhile, so the context stands where the batch begins when it is merged.
+    private func mergeAlone(read: ReadHistory?, into merged: inout ContextChanges) throws {
+        var handed = read
+        while true {
+            let (start, limit) = try state.withLock { state in
+                try checkOpen(state)
+                return (state.mergedToken, state.snapshot?.token)
+            }
+            let transactions: [HistoryTransaction]
+            if let read = handed, read.after == start, limit == nil {
+                transactions = read.transactions
+            } else {
+                do {
+                    transactions = try store.history(after: start, limit: 200).filter { limit == nil || $0.token <= limit! }
+                } catch {
+                    throw ContextError(.fetchFailed, "context '\(name)' could not read history", cause: error)
+                }
+            }
+            let done = handed != nil && handed?.after == start && limit == nil
+            handed = nil
+            let merging = try state.withLock { state -> Bool in
+                try checkOpen(state)
+                guard state.mergedToken == start, let last = transactions.last else { return false }
+                let before = merged.conflicts.count
+                try merge(transactions, into: &merged, state: &state)
+                state.mergedToken = last.token
+                state.conflicts += merged.conflicts[before...]
+                return true
+            }
+            merged.token = state.withLock { $0.mergedToken }
+            // History handed by the container is merged once; history read here, until none is left.
+            if done || !merging { return }
+        }
     }
 
     /// Called by the container with the history it read after a commit.
@@ -509,6 +549,9 @@ public final class Context: Sendable {
         var touched: [ObjectID] = []
         var seenIDs: Set<ObjectID> = []
         for transaction in transactions {
+            // This context's own save: what it holds already is what was saved (`settle`), and it told
+            // its listeners when it saved.
+            if state.ownSaves.remove(transaction.token) != nil { continue }
             for change in transaction.changes {
                 guard let uuid = RowCoder.uuid(from: change.primaryKey) else { continue }
                 let id = ObjectID(entity: change.entity, id: uuid)

@@ -49,6 +49,26 @@ struct ObjectTracking {
         order = [:]
     }
 
+    /// After a save of the changes in `saved` (the tracking as the save began): forgets the change to `id`
+    /// that was saved, keeps one made while the store wrote (only what still differs from the saved
+    /// row), and records `row` (nil: deleted) as what the object now is.
+    mutating func settle(_ id: ObjectID, saved: ObjectTracking, storedAs row: Row?) {
+        let untouched = inserted[id] == saved.inserted[id] && edits[id] == saved.edits[id]
+            && deleted.contains(id) == saved.deleted.contains(id)
+        if untouched {
+            inserted[id] = nil
+            edits[id] = nil
+            deleted.remove(id)
+        } else if let row, !deleted.contains(id) {
+            // Edited (or an unsaved insert changed) meanwhile: now that the row exists, that is an edit of it.
+            let newer = inserted.removeValue(forKey: id) ?? edits[id] ?? [:]
+            let differing = newer.filter { (row[$0.key] ?? .null) != $0.value }
+            edits[id] = differing.isEmpty ? nil : differing
+        }
+        if inserted[id] == nil, edits[id] == nil, !deleted.contains(id) { order[id] = nil }
+        seen[id] = row
+    }
+
     /// The context's view of an object over the store's row: nil when deleted here or absent.
     func view(of id: ObjectID, storeRow: Row?) -> Row? {
         if deleted.contains(id) { return nil }

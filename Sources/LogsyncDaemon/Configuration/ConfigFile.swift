@@ -30,7 +30,7 @@ public enum ConfigValue: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .string(let value): return "\"\(value)\""
+        case .string(let value): return "\"\(value.excerpt())\""
         case .integer(let value): return String(value)
         case .boolean(let value): return String(value)
         }
@@ -65,7 +65,7 @@ public struct ConfigFile: Sendable {
                 }
                 let name = String(line[line.index(after: line.startIndex)..<close]).trimmingWhitespace()
                 let rest = String(line[line.index(after: close)...]).trimmingWhitespace()
-                guard Self.isBareKey(name) else { throw ConfigError(file: path, line: number, "'\(name)' is not a valid table name") }
+                guard Self.isBareKey(name) else { throw ConfigError(file: path, line: number, "'\(name.excerpt())' is not a valid table name") }
                 guard rest.isEmpty || rest.hasPrefix("#") else { throw ConfigError(file: path, line: number, "unexpected text after the table header") }
                 table = name
                 continue
@@ -74,7 +74,7 @@ public struct ConfigFile: Sendable {
                 throw ConfigError(file: path, line: number, "expected 'key = value', a '[table]' header or a '# comment'")
             }
             let key = String(line[..<equals]).trimmingWhitespace()
-            guard Self.isBareKey(key) else { throw ConfigError(file: path, line: number, "'\(key)' is not a valid key") }
+            guard Self.isBareKey(key) else { throw ConfigError(file: path, line: number, "'\(key.excerpt())' is not a valid key") }
             let value = try Self.value(String(line[line.index(after: equals)...]), file: path, line: number)
             let qualified = table.isEmpty ? key : "\(table).\(key)"
             if let first = seen[qualified] {
@@ -129,7 +129,7 @@ public struct ConfigFile: Sendable {
         if token.isEmpty { throw ConfigError(file: file, line: line, "missing value after '='") }
         throw ConfigError(
             file: file, line: line,
-            "'\(token)' is not a value: use \"quotes\" for text, digits for numbers, or true/false")
+            "'\(token.excerpt())' is not a value: use \"quotes\" for text, digits for numbers, or true/false")
     }
 }
 
@@ -144,4 +144,11 @@ extension StringProtocol {
     }
 
     func replacingUnderscores() -> String { String(filter { $0 != "_" }) }
+
+    /// The text as an error message quotes it: at most `limit` characters, then how long it really is, so
+    /// that a 10 MB value does not come back whole on stderr.
+    func excerpt(_ limit: Int = 60) -> String {
+        guard count > limit else { return String(self) }
+        return "\(prefix(limit))… (\(utf8.count) bytes)"
+    }
 }

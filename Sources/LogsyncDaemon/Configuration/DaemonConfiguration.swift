@@ -2,6 +2,7 @@ import Foundation
 import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync
+import LogsyncTransport
 
 /// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
 /// Every key is listed in ``DaemonConfiguration/keys`` and documented in `config/syncd.toml`.
@@ -36,7 +37,7 @@ public struct DaemonConfiguration: Sendable {
         Key(table: "store", name: "schema", type: "string", defaultValue: "(none)",
             meaning: "a JSON schema to register; without it the store's registered schema is used (a new store gets the embedded notes schema)"),
         Key(table: "sync", name: "account", type: "string", defaultValue: "\"default\"",
-            meaning: "whose logs to exchange; a folder of that name holds them under the shared folder"),
+            meaning: "whose logs to exchange; a folder of that name holds them under the shared folder (1 to 128 ASCII letters, digits, '-', '_', '.'; not starting with '.')"),
         Key(table: "sync", name: "shared_folder", type: "string", defaultValue: "<state>/shared",
             meaning: "the folder all nodes share (local, NFS, Syncthing); must exist when set"),
         Key(table: "sync", name: "rescan_interval_ms", type: "integer", defaultValue: "30000",
@@ -50,8 +51,11 @@ public struct DaemonConfiguration: Sendable {
         Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
             meaning: "after failures, retry with exponential backoff up to this delay"),
         Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
-            meaning: "the control socket syncctl talks to (owner-only)"),
+            meaning: "the control socket syncctl talks to (owner-only, in a folder only syncd's user can write)"),
     ]
+
+    /// Configuration files larger than this are refused rather than read.
+    public static let maximumFileBytes = 32 << 20
 
     /// Resolves the configuration: `file` if given, else the first existing default file, else the
     /// embedded defaults. Relative paths in a file are relative to the file's folder.
@@ -67,7 +71,14 @@ public struct DaemonConfiguration: Sendable {
             try configuration.validateSocket(file: configuration.source, line: 0)
             return configuration
         }
-        guard let data = FileManager.default.contents(atPath: chosen) else {
+        let data: [UInt8]
+        switch try? Directory.readFile(atPath: chosen, maximumBytes: maximumFileBytes) {
+        case .bytes(let bytes)?: data = bytes
+        case .tooLarge(let size)?:
+            throw ConfigError(file: chosen, line: 0, "the configuration file is \(size) bytes; at most \(maximumFileBytes) are read")
+        case .notRegular(let kind)?:
+            throw ConfigError(file: chosen, line: 0, "the configuration file is a \(kind), not a regular file")
+        case nil:
             throw ConfigError(file: chosen, line: 0, "cannot read the configuration file (missing or not readable)")
         }
         let document = try ConfigFile(path: chosen, text: String(decoding: data, as: UTF8.self))
@@ -87,7 +98,7 @@ public struct DaemonConfiguration: Sendable {
                 let hint = known.isEmpty
                     ? "known tables: \(Set(Self.keys.map(\.table)).sorted().joined(separator: ", "))"
                     : "known keys in [\(entry.table)]: \(known.joined(separator: ", "))"
-                throw ConfigError(file: file, line: entry.line, "unknown key '\(entry.table.isEmpty ? entry.key : entry.table + "." + entry.key)' (\(hint))")
+                throw ConfigError(file: file, line: entry.line, "unknown key '\((entry.table.isEmpty ? entry.key : entry.table + "." + entry.key).excerpt())' (\(hint))")
             }
             func string() throws(ConfigError) -> String {
                 guard case .string(let value) = entry.value else {
@@ -110,10 +121,15 @@ public struct DaemonConfiguration: Sendable {
             case ("store", "schema"):
                 let path = resolve(try string())
                 guard FileManager.default.fileExists(atPath: path) else {
-                    throw ConfigError(file: file, line: entry.line, "schema file \(path) does not exist")
+                    throw ConfigError(file: file, line: entry.line, "schema file \(path.excerpt(200)) does not exist")
                 }
                 schemaPath = path
-            case ("sync", "account"): account = try string()
+            case ("sync", "account"):
+                let value = try string()
+                if let problem = DirectoryTransport.accountNameProblem(value) {
+                    throw ConfigError(file: file, line: entry.line, "'sync.account' \(problem): \"\(value.excerpt())\"")
+                }
+                account = value
             case ("sync", "shared_folder"):
                 sharedFolder = resolve(try string())
                 sharedFolderLine = entry.line
@@ -133,7 +149,7 @@ public struct DaemonConfiguration: Sendable {
             guard FileManager.default.fileExists(atPath: sharedFolder, isDirectory: &isDirectory), isDirectory.boolValue else {
                 throw ConfigError(
                     file: document.path, line: line,
-                    "shared folder \(sharedFolder) does not exist or is not a directory; create it (or mount it) first")
+                    "shared folder \(sharedFolder.excerpt(200)) does not exist or is not a directory; create it (or mount it) first")
             }
         }
         try validateSocket(file: document.path, line: socketLine)
@@ -143,7 +159,7 @@ public struct DaemonConfiguration: Sendable {
         guard socketPath.utf8.count <= UnixSocket.maximumPathLength else {
             throw ConfigError(
                 file: file, line: line,
-                "control socket path \(socketPath) is \(socketPath.utf8.count) bytes; Unix sockets allow \(UnixSocket.maximumPathLength): choose a shorter path")
+                "control socket path \(socketPath.excerpt(200)) is \(socketPath.utf8.count) bytes; Unix sockets allow \(UnixSocket.maximumPathLength): choose a shorter path")
         }
     }
 
@@ -178,7 +194,7 @@ public struct DaemonPaths: Sendable {
         runtime =
             first("RUNTIME_DIRECTORY")
             ?? first("XDG_RUNTIME_DIR").map { $0 + "/logsync" }
-            ?? (root ? "/run/logsync" : "/tmp/logsync-\(getuid())")
+            ?? (root ? "/run/logsync" : (first("TMPDIR") ?? "/tmp") + "/logsync-\(getuid())")
         var configs: [String] = []
         if let directory = first("CONFIGURATION_DIRECTORY") { configs.append(directory + "/syncd.toml") }
         if let directory = first("XDG_CONFIG_HOME") { configs.append(directory + "/logsync/syncd.toml") }

@@ -1,7 +1,7 @@
 import Foundation
 import LogsyncPlatform
 
-/// Talks to a running `syncd` over its control socket.
+/// Talks to a running `syncd` over its control socket. Every read and write has a deadline (`wait`).
 public final class ControlClient {
     public enum Failure: Error, CustomStringConvertible {
         /// No daemon listens there (no socket file, or nobody accepting).
@@ -10,6 +10,8 @@ public final class ControlClient {
         case notOurSocket(path: String, detail: String)
         /// No answer in time.
         case timedOut(path: String)
+        /// The daemon closed the connection (without answering, or at the end of a `watch`).
+        case closed(path: String)
 
         public var description: String {
             switch self {
@@ -19,6 +21,8 @@ public final class ControlClient {
                 return "\(path) is not a syncd control socket (\(detail))"
             case .timedOut(let path):
                 return "syncd at \(path) did not answer in time"
+            case .closed(let path):
+                return "\(path) closed the connection without answering"
             }
         }
     }
@@ -44,12 +48,23 @@ public final class ControlClient {
         nextID += 1
         guard let data = try? JSONEncoder().encode(request) else { throw .notOurSocket(path: path, detail: "cannot encode request") }
         socket.setReceiveTimeout(milliseconds: Int(wait * 1000))
+        socket.setSendTimeout(milliseconds: Int(wait * 1000))
         do {
             try socket.write(Array(data) + [10])
         } catch {
-            throw .notOurSocket(path: path, detail: "cannot write: \(error)")
+            // A daemon that refuses a connection (too many clients) says why and closes it at once: the
+            // reason may be waiting to be read.
+            guard let refusal = try? nextResponse(), !refusal.ok else {
+                throw .notOurSocket(path: path, detail: "cannot write: \(error)")
+            }
+            return refusal
         }
-        return try nextResponse()
+        let response = try nextResponse()
+        // A refusal before the request was read (too many clients) answers id 0.
+        guard response.id == request.id || (response.id == 0 && !response.ok) else {
+            throw .notOurSocket(path: path, detail: "it answered request \(request.id) as \(response.id)")
+        }
+        return response
     }
 
     /// The next line from the daemon, as a response (used by `watch` for events).
@@ -61,7 +76,7 @@ public final class ControlClient {
             if error.errno == EAGAIN || error.errno == EWOULDBLOCK { throw .timedOut(path: path) }
             throw .notOurSocket(path: path, detail: "\(error)")
         }
-        guard let line else { throw .notOurSocket(path: path, detail: "it closed the connection without answering") }
+        guard let line else { throw .closed(path: path) }
         guard let response = try? JSONDecoder().decode(ControlResponse.self, from: Data(line)) else {
             throw .notOurSocket(path: path, detail: "its answer is not control protocol JSON")
         }

@@ -16,8 +16,8 @@ public struct ControlRequest: Codable, Sendable {
     /// For `history`: how many recent transactions.
     public var limit: Int?
 
-    public enum Command: String, Codable, Sendable {
-        case status, trigger, peers, history, watch, reload
+    public enum Command: String, Codable, Sendable, CaseIterable {
+        case status, trigger, peers, history, watch, reload, check
     }
 
     public init(id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil) {
@@ -45,6 +45,7 @@ public struct ControlResponse: Codable, Sendable {
     /// For `watch`: one event per line after the first response.
     public var event: DaemonEvent?
     public var reload: ReloadResult?
+    public var check: CheckResult?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -53,7 +54,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event, reload
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check
     }
 }
 
@@ -66,6 +67,12 @@ public struct ControlFailure: Codable, Sendable, Hashable {
         case timeout
         case shuttingDown = "shutting_down"
         case internalError = "internal"
+        /// The daemon already serves as many clients as it allows; try again shortly.
+        case tooManyClients = "too_many_clients"
+        /// A `watch` client fell too far behind (or stopped reading) and was disconnected.
+        case slowConsumer = "slow_consumer"
+        /// `check` found the store damaged; syncing has stopped.
+        case damaged
     }
 
     public var code: Code
@@ -79,7 +86,8 @@ public struct ControlFailure: Codable, Sendable, Hashable {
 
 /// What `syncctl status` shows: is it syncing, how far behind each peer is, and what went wrong.
 public struct DaemonStatus: Codable, Sendable {
-    public enum State: String, Codable, Sendable { case starting, idle, syncing, backoff, stopping }
+    /// `halted`: the store was found damaged and syncing stopped (`last_error` says why).
+    public enum State: String, Codable, Sendable { case starting, idle, syncing, backoff, stopping, halted }
 
     public var state: State
     public var account: String
@@ -94,7 +102,10 @@ public struct DaemonStatus: Codable, Sendable {
     public var peers: [PeerStatus]
     public var quarantined: [QuarantineEntry]
     public var rejected: [String]
+    /// How many files the last round ignored, and the first of them (at most ``ignoredListLimit``)
+    /// with why, the ones worth attention first.
     public var ignoredFiles: Int
+    public var ignored: [IgnoredEntry]?
     public var lastError: String?
     /// Milliseconds until the next retry while backing off.
     public var retryInMilliseconds: Int?
@@ -102,8 +113,17 @@ public struct DaemonStatus: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
-        case ignoredFiles = "ignored_files", lastError = "last_error", retryInMilliseconds = "retry_in_ms"
+        case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
     }
+
+    /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
+    public static let ignoredListLimit = 50
+}
+
+/// A file in the shared folder that was not taken as a segment, and why.
+public struct IgnoredEntry: Codable, Sendable, Hashable {
+    public var path: String
+    public var reason: String
 }
 
 /// One completed sync round.
@@ -131,14 +151,16 @@ public struct PeerStatus: Codable, Sendable, Hashable {
     /// The last sequence that node has published in the shared folder.
     public var availableSequence: UInt64
     public var lag: UInt64
-    /// The sequence this node waits for when a segment is missing, unreadable, or held.
+    /// The sequence this node waits for when a segment is missing, unreadable, rejected, or held.
     public var waitingFor: UInt64?
+    /// Why it waits (missing, not a regular file, rejected, a newer schema, a clock in the future).
+    public var waitingReason: String?
     /// When a batch from that node was last applied (milliseconds since 1970).
     public var lastAppliedAt: Int64?
 
     enum CodingKeys: String, CodingKey {
         case node, appliedSequence = "applied_seq", availableSequence = "available_seq", lag, waitingFor = "waiting_for"
-        case lastAppliedAt = "last_applied_at"
+        case waitingReason = "waiting_reason", lastAppliedAt = "last_applied_at"
     }
 }
 
@@ -158,9 +180,35 @@ public struct TriggerResult: Codable, Sendable {
     public var summary: SyncSummary
     public var published: [String]
     public var applied: [String]
+    /// Per node, the sequence it waits for, and why (``waitingReasons``).
     public var waiting: [String: UInt64]
+    public var waitingReasons: [String: String]?
     public var rejected: [String]
     public var quarantined: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case summary, published, applied, waiting, waitingReasons = "waiting_reasons", rejected, quarantined
+    }
+}
+
+/// What `check` found: SQLite's `integrity_check` over the whole store.
+public struct CheckResult: Codable, Sendable {
+    /// Nothing wrong was found.
+    public var intact: Bool
+    /// The check ran to the end (false: its time ran out, with nothing wrong up to there).
+    public var complete: Bool
+    /// What SQLite reported, at most 100 lines.
+    public var problems: [String]
+    public var elapsedMilliseconds: Int
+
+    public init(intact: Bool, complete: Bool, problems: [String], elapsedMilliseconds: Int) {
+        self.intact = intact
+        self.complete = complete
+        self.problems = problems
+        self.elapsedMilliseconds = elapsedMilliseconds
+    }
+
+    enum CodingKeys: String, CodingKey { case intact, complete, problems, elapsedMilliseconds = "elapsed_ms" }
 }
 
 public struct HistoryEntry: Codable, Sendable {

@@ -5,16 +5,36 @@ public struct DaemonError: Error, Sendable, CustomStringConvertible {
     public enum Code: Sendable, Hashable {
         case alreadyRunning
         case socketInUse
+        /// The store failed SQLite's check at start: syncing it could spread the damage.
+        case damaged
+        /// The folder for the control socket is not private (another user's, writable by others, a link).
+        case unsafeRuntimeFolder
         case setup
     }
 
     public var code: Code
     public var message: String
+    public var cause: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
+        self.cause = cause
     }
 
-    public var description: String { message }
+    public var description: String {
+        guard let cause else { return message }
+        let detail = String(describing: cause)
+        return message.contains(detail) ? message : "\(message): \(detail)"
+    }
+
+    /// `syncd`'s exit status for this error (`docs/control-protocol.md`).
+    public var exitStatus: Int32 {
+        switch code {
+        case .alreadyRunning: return 75
+        case .damaged: return 65
+        case .unsafeRuntimeFolder: return 77
+        case .socketInUse, .setup: return 71
+        }
+    }
 }

@@ -6,46 +6,80 @@ import LogsyncStore
 import LogsyncSync
 import LogsyncSystemd
 import LogsyncTransport
+import Synchronization
 
 /// `syncd`: keeps one store in sync through a shared folder, and answers `syncctl` on its control socket.
-public final class SyncDaemon: @unchecked Sendable {
+///
+/// No neighbour can stop it (`docs/architecture.md`): every wait has a deadline, control clients are
+/// bounded and never hold up the sync loop, only regular files are read from the shared folder, what is
+/// held or refused is reported with its reason (status, peers, trigger, the journal), a damaged store
+/// stops syncing instead of spreading, and a stop is prompt at any moment.
+public final class SyncDaemon: Sendable {
     /// The settings in force; a reload replaces the ones it can apply without a restart.
-    public var configuration: DaemonConfiguration { state.withLock { current } }
-    private var current: DaemonConfiguration
+    public var configuration: DaemonConfiguration { state.withLock { $0.configuration } }
     let store: Store
     let transport: DirectoryTransport
-    let engine: SyncEngine
     private let lock: FileLock
-    private var loop: SyncLoop!
-    private var server: ControlServer!
-    private var watchers: [Task<Void, Never>] = []
-    private var arrivalsWatcher: Task<Void, Never>?
+    private let loop: SyncLoop
+    private let server: ControlServer
     private let logger: Logger
     private let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
+    private let state: Mutex<State>
+    /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by a stop
+    /// while it ends the watchers, so that a reload cannot start one after the stop.
+    private let reloading = Mutex(())
 
-    private let state = NSLock()
-    private var phase: DaemonStatus.State = .starting
-    private var lastSummary: SyncSummary?
-    private var lastReport: SyncReport?
-    private var lastError: String?
-    private var subscribers: [Int: @Sendable (DaemonEvent) -> Void] = [:]
-    private var nextSubscriber = 0
+    /// How long start-up may spend on SQLite's quick_check of the store (`docs/operations.md`).
+    public static let startCheckLimit = Duration.seconds(2)
+    /// How long a stop waits for the round in progress to reach a safe point (between import batches).
+    static let stopDeadline = 3.0
+
+    private struct State {
+        var configuration: DaemonConfiguration
+        var phase: DaemonStatus.State = .starting
+        var lastSummary: SyncSummary?
+        var lastReport: SyncReport?
+        var lastError: String?
+        var subscribers: [Int: @Sendable (DaemonEvent) -> Void] = [:]
+        var nextSubscriber = 0
+        var commitWatcher: Task<Void, Never>?
+        var arrivalsWatcher: Task<Void, Never>?
+        var stopped = false
+        /// What the journal has been told waits or was refused, so that each is logged once.
+        var notices: Set<Notice> = []
+    }
+
+    /// Something held or refused that the journal is told about once, when it appears.
+    private struct Notice: Hashable, Comparable {
+        enum Kind: Int, Comparable {
+            case waiting, rejected, strayFile
+            static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+        }
+
+        var kind: Kind
+        var subject: String
+        var reason: String
+
+        static func < (lhs: Self, rhs: Self) -> Bool { (lhs.kind, lhs.subject, lhs.reason) < (rhs.kind, rhs.subject, rhs.reason) }
+    }
 
     /// Opens everything the daemon needs; throws a ``DaemonError`` that says what to fix.
     public init(configuration: DaemonConfiguration, logger: Logger) throws {
-        self.current = configuration
         self.logger = logger
         let storeDirectory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent().path
         let socketDirectory = URL(fileURLWithPath: configuration.socketPath).deletingLastPathComponent().path
         do {
             try DurableFiles.makeDirectories(storeDirectory)
-            try DurableFiles.makeDirectories(socketDirectory)
             if configuration.ownsSharedFolder { try DurableFiles.makeDirectories(configuration.sharedFolder) }
         } catch {
-            throw DaemonError(.setup, "cannot create the daemon's directories: \(error)")
+            throw DaemonError(.setup, "cannot create the daemon's directories", cause: error)
         }
-        chmod(socketDirectory, 0o700)
+        do {
+            try PrivateDirectory.prepare(socketDirectory)
+        } catch {
+            throw DaemonError(.unsafeRuntimeFolder, "cannot keep the control socket in \(socketDirectory): \(error.description)")
+        }
 
         let lockPath = configuration.storePath + ".syncd.lock"
         guard let lock = try FileLock.acquire(lockPath) else {
@@ -56,40 +90,80 @@ public final class SyncDaemon: @unchecked Sendable {
         }
         self.lock = lock
 
+        try Self.checkStore(at: configuration.storePath, logger: logger)
         store = try Self.openStore(configuration)
         transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
-        engine = SyncEngine(
-            store: store, transport: transport,
-            configuration: configuration.syncConfiguration)
         // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
         // hangs, they stop and systemd restarts the daemon.
         let notifier = self.notifier
         let watchdog = notifier.watchdogInterval
         loop = SyncLoop(
-            engine: engine, maximumBackoffMilliseconds: configuration.maximumBackoffMilliseconds,
+            engine: SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration),
+            maximumBackoffMilliseconds: configuration.maximumBackoffMilliseconds,
             heartbeatInterval: watchdog.map { $0.seconds / 2 } ?? 3_600,
-            heartbeat: { if watchdog != nil { notifier.watchdog() } },
-            onStart: { [weak self] round in self?.roundStarted(round) },
-            onRound: { [weak self] outcome in self?.roundFinished(outcome) })
+            heartbeat: { if watchdog != nil { notifier.watchdog() } })
         do {
-            server = try ControlServer(path: configuration.socketPath, daemon: self)
+            server = try ControlServer(path: configuration.socketPath, logger: logger)
         } catch {
             guard error.errno == EADDRINUSE else {
-                throw DaemonError(.setup, "cannot open the control socket \(configuration.socketPath): \(error)")
+                throw DaemonError(.setup, "cannot open the control socket \(configuration.socketPath)", cause: error)
             }
             throw DaemonError(
                 .socketInUse,
                 "the control socket \(configuration.socketPath) is in use by another process; stop it or set [control] socket to another path")
         }
+        state = Mutex(State(configuration: configuration))
+    }
+
+    /// SQLite's quick_check of an existing store, bounded by ``startCheckLimit``: a store found damaged is
+    /// refused (syncing it could export the damage to every node); a check cut short by the bound is
+    /// logged, and `syncctl check` does the full one.
+    private static func checkStore(at path: String, logger: Logger) throws {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        let report: IntegrityReport
+        do {
+            report = try Store.checkIntegrity(at: path, full: false, timeLimit: startCheckLimit)
+        } catch {
+            throw DaemonError(.setup, "cannot check the store \(path) before syncing it", cause: error)
+        }
+        let milliseconds = report.elapsed.components.seconds * 1000 + report.elapsed.components.attoseconds / 1_000_000_000_000_000
+        guard report.isIntact else {
+            let shown = report.problems.prefix(5).joined(separator: "; ")
+            let more = report.problems.count > 5 ? " (and \(report.problems.count - 5) more)" : ""
+            logger.critical("the store \(path) is damaged: \(shown)\(more)", metadata: ["message_id": "\(MessageID.damaged)"])
+            throw DaemonError(
+                .damaged,
+                "the store \(path) is damaged (SQLite's quick_check: \(shown)\(more)); syncd does not sync it, so that the damage cannot spread to other nodes. "
+                    + "Restore it from a backup, or move it aside with its -wal and -shm files and start syncd again: a new store is rebuilt from what the shared folder holds (changes never exported are lost)")
+        }
+        if report.complete {
+            logger.info("store check: quick_check found nothing wrong in \(milliseconds) ms")
+        } else {
+            logger.warning(
+                "store check: quick_check did not finish within \(startCheckLimit) (nothing wrong up to there); syncing anyway. Run 'syncctl check' for a full check")
+        }
     }
 
     private static func openStore(_ configuration: DaemonConfiguration) throws -> Store {
+        // Another program writing the store may hold its locks past one busy timeout at start-up: try
+        // again until a deadline.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while true {
+            do {
+                return try openStoreOnce(configuration)
+            } catch let error as StoreError where error.code == .busy && ContinuousClock.now < deadline {
+                usleep(10_000)
+            }
+        }
+    }
+
+    private static func openStoreOnce(_ configuration: DaemonConfiguration) throws -> Store {
         let schema: Schema
         if let path = configuration.schemaPath {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw DaemonError(.setup, "cannot read schema file \(path)")
+            guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
+                throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
             }
-            schema = try Schema(json: data)
+            schema = try Schema(json: Data(bytes))
         } else if let registered = try Store.registeredSchema(at: configuration.storePath) {
             schema = registered
         } else {
@@ -104,43 +178,80 @@ public final class SyncDaemon: @unchecked Sendable {
     /// Starts watching and syncing, then tells systemd it is ready: the store is open and the control
     /// socket bound. Returns at once.
     public func start() {
-        loop.start()
-        server.start()
+        loop.start(
+            onStart: { [weak self] round in self?.roundStarted(round) },
+            onRound: { [weak self] outcome in self?.roundFinished(outcome) })
+        server.start(daemon: self)
         let commits = store.commits()
-        watchers.append(Task { [loop] in for await _ in commits { loop?.wake() } })
+        let loop = self.loop
+        let watcher = Task { for await _ in commits { loop.wake() } }
+        state.withLock { $0.commitWatcher = watcher }
+        let configuration = self.configuration
         watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
         setPhase(.idle)
-        let configuration = self.configuration
         logger.notice(
             "syncd ready: node \(store.nodeID), store \(configuration.storePath), shared folder \(configuration.sharedFolder), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)",
             metadata: ["message_id": "\(MessageID.ready)", "node": "\(store.nodeID)"])
         notifier.ready(status: statusLine())
     }
 
+    /// (Re)starts the watcher of the shared folder; callers hold ``reloading`` or run before any reload.
     private func watchArrivals(rescanIntervalMilliseconds: Int) {
-        arrivalsWatcher?.cancel()
         let arrivals = transport.arrivals(rescanInterval: .milliseconds(rescanIntervalMilliseconds))
-        arrivalsWatcher = Task { [loop] in for await _ in arrivals { loop?.wake() } }
+        let loop = self.loop
+        let watcher = Task { for await _ in arrivals { loop.wake() } }
+        let (previous, stopped) = state.withLock { state in
+            defer { if !state.stopped { state.arrivalsWatcher = watcher } }
+            return (state.arrivalsWatcher, state.stopped)
+        }
+        previous?.cancel()
+        if stopped { watcher.cancel() }
     }
 
-    /// Finishes the round in progress (never half an apply), stops watching, closes the socket,
-    /// checkpoints the WAL.
+    /// Stops promptly: the round in progress is asked to stop at its next safe point (every import batch
+    /// is one SQLite transaction with its cursor, so nothing is half-applied or lost), then the socket
+    /// closes (every client is disconnected) and the WAL is checkpointed. Bounded: a round that does not
+    /// reach a safe point within ``stopDeadline`` is left to the exit, which rolls its transaction back.
     public func stop() {
         notifier.stopping()
         setPhase(.stopping)
         logger.notice("syncd stopping", metadata: ["message_id": "\(MessageID.stopping)"])
         publish(DaemonEvent(kind: .stopping, at: Int64(WallClock.milliseconds()), message: "syncd is stopping"))
-        for watcher in watchers { watcher.cancel() }
-        arrivalsWatcher?.cancel()
-        loop.stop()
+        let watchers = reloading.withLock { _ in
+            state.withLock { state in
+                state.stopped = true
+                return [state.commitWatcher, state.arrivalsWatcher]
+            }
+        }
+        for watcher in watchers { watcher?.cancel() }
+        let ended = loop.stop(within: Self.stopDeadline)
         server.stop()
-        try? store.checkpoint()
+        guard ended else {
+            logger.warning(
+                "the round in progress did not reach a safe point within \(Self.stopDeadline) s; exiting anyway (its open transaction is rolled back, nothing is lost)")
+            return
+        }
+        // The checkpoint may wait for another process's readers: it gets a second, then the exit goes on.
+        let store = self.store
+        let checkpointed = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            try? store.checkpoint()
+            checkpointed.signal()
+        }
+        if checkpointed.wait(timeout: .now() + 1) == .timedOut {
+            logger.info("the WAL checkpoint waits for another process; left to the next start")
+        }
         logger.info("syncd stopped")
     }
 
     /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
-    /// folder, socket) are reported and left as they are; a file with errors changes nothing.
+    /// folder, socket) are reported and left as they are; a file with errors changes nothing. One reload
+    /// at a time: SIGHUP and `syncctl reload` may ask at once.
     public func reload() -> ReloadResult {
+        reloading.withLock { _ in reloadAlone() }
+    }
+
+    private func reloadAlone() -> ReloadResult {
         notifier.reloading()
         defer { notifier.ready(status: statusLine()) }
         let old = configuration
@@ -164,11 +275,9 @@ public final class SyncDaemon: @unchecked Sendable {
         applied.batchChanges = new.batchChanges
         applied.batchMilliseconds = new.batchMilliseconds
         applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
-        state.withLock { current = applied }
+        state.withLock { $0.configuration = applied }
         loop.reconfigure(
-            engine: SyncEngine(
-                store: store, transport: transport,
-                configuration: applied.syncConfiguration),
+            engine: SyncEngine(store: store, transport: transport, configuration: applied.syncConfiguration),
             maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
         if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
@@ -181,7 +290,8 @@ public final class SyncDaemon: @unchecked Sendable {
 
     /// The one-line STATUS= systemd shows in `systemctl status`.
     private func statusLine() -> String {
-        let (phase, summary, error) = state.withLock { (self.phase, lastSummary, lastError) }
+        let (phase, summary, error) = state.withLock { ($0.phase, $0.lastSummary, $0.lastError) }
+        if let halted = loop.halted { return "halted: \(halted.prefix(120))" }
         var line = "\(phase.rawValue)"
         if let summary { line += "; round \(summary.round) \(summary.ok ? "ok" : "failed")" }
         if let error, phase == .backoff { line += ": \(error.prefix(120))" }
@@ -190,39 +300,110 @@ public final class SyncDaemon: @unchecked Sendable {
 
     // MARK: - Requests from the control socket
 
-    func trigger(timeout: TimeInterval) -> SyncLoop.Outcome? { loop.trigger(timeout: timeout) }
+    /// Answers one control request (all but `watch`, which the server streams).
+    func handle(_ request: ControlRequest) -> ControlResponse {
+        var response = ControlResponse(id: request.id)
+        func fail(_ code: ControlFailure.Code, _ message: String) {
+            response.ok = false
+            response.error = ControlFailure(code, message)
+        }
+        do {
+            switch request.command {
+            case .status:
+                response.status = try status()
+            case .peers:
+                response.peers = try status().peers
+            case .history:
+                response.history = try history(limit: max(1, min(request.limit ?? 20, 10_000)))
+            case .trigger:
+                let timeout = Self.seconds(request.timeoutMilliseconds, default: 30)
+                switch loop.trigger(timeout: timeout) {
+                case nil:
+                    if state.withLock({ $0.stopped }) {
+                        fail(.shuttingDown, "syncd is stopping; the round did not complete")
+                    } else {
+                        fail(.timeout, "the sync did not complete within \(timeout) s")
+                    }
+                case .completed(let report, let summary)?:
+                    response.trigger = TriggerResult(
+                        summary: summary, published: report.published.map(\.description), applied: report.applied.map(\.description),
+                        waiting: Dictionary(uniqueKeysWithValues: report.waiting.map { ($0.key.rawValue, $0.value) }),
+                        waitingReasons: Dictionary(uniqueKeysWithValues: report.waitingReasons.map { ($0.key.rawValue, $0.value) }),
+                        rejected: report.rejected.map(\.description), quarantined: report.quarantined.map(\.description))
+                    if report.interrupted { fail(.shuttingDown, "syncd is stopping; the round stopped before it completed") }
+                case .failed(let error, let summary)?:
+                    fail(.syncFailed, error)
+                    response.trigger = TriggerResult(
+                        summary: summary, published: [], applied: [], waiting: [:], waitingReasons: [:], rejected: [], quarantined: [])
+                }
+            case .reload:
+                let result = reload()
+                response.reload = result
+                if !result.ok { fail(.reloadFailed, result.message) }
+            case .check:
+                let result = try check(timeLimit: Self.seconds(request.timeoutMilliseconds, default: 600))
+                response.check = result
+                if !result.intact {
+                    fail(.damaged, "the store is damaged; syncing has stopped: \(result.problems.prefix(3).joined(separator: "; "))")
+                } else if !result.complete {
+                    fail(.timeout, "the check did not finish in time (nothing wrong up to there)")
+                }
+            case .watch:
+                fail(.badRequest, "watch is a stream: send it on a connection of its own")
+            }
+        } catch {
+            fail(.internalError, String(describing: error))
+        }
+        return response
+    }
+
+    /// A request's `timeout_ms` in seconds, within an hour.
+    private static func seconds(_ milliseconds: Int?, default seconds: Double) -> Double {
+        min(max(milliseconds.map { Double($0) / 1000 } ?? seconds, 0), 3_600)
+    }
 
     func status() throws -> DaemonStatus {
-        let (summary, report, error, phase) = state.withLock { (lastSummary, lastReport, lastError, self.phase) }
-        let pending = try store.pendingExports()
-        var available: [String: UInt64] = [:]
-        if let scan = try? transport.scan(excluding: NodeID(store.nodeID)) {
-            for name in scan.segments { available[name.node.rawValue] = max(available[name.node.rawValue] ?? 0, name.lastSequence) }
+        let (summary, report, error, phase, configuration) = state.withLock {
+            ($0.lastSummary, $0.lastReport, $0.lastError, $0.phase, $0.configuration)
         }
+        let halted = loop.halted
+        let pending = try store.pendingExports()
         var peers: [String: PeerStatus] = [:]
+        func peer(_ node: String) -> PeerStatus {
+            peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
+        }
         for (node, applied, at) in try store.peerCursors() {
             peers[node.rawValue] = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
         }
-        for (node, last) in available {
-            var peer = peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
-            peer.availableSequence = max(last, peer.appliedSequence)
-            peers[node] = peer
+        // What could be applied: segments that follow on from the cursor without a gap and were not
+        // rejected (`SyncReport.available`), so that a stray file far ahead cannot fake a lag.
+        for (node, available) in report?.available ?? [:] {
+            var status = peer(node.rawValue)
+            status.availableSequence = max(status.availableSequence, available)
+            peers[node.rawValue] = status
         }
-        for (node, next) in report?.waiting ?? [:] { peers[node.rawValue]?.waitingFor = next }
+        for (node, next) in report?.waiting ?? [:] {
+            var status = peer(node.rawValue)
+            status.waitingFor = next
+            status.waitingReason = report?.waitingReasons[node]
+            peers[node.rawValue] = status
+        }
         let peerList = peers.values.map { peer -> PeerStatus in
             var peer = peer
-            peer.lag = peer.availableSequence - peer.appliedSequence
+            peer.lag = peer.availableSequence > peer.appliedSequence ? peer.availableSequence - peer.appliedSequence : 0
             return peer
         }.sorted { $0.node < $1.node }
+        let ignored = (report?.ignored ?? []).sorted { ($0.reason.isSuspicious ? 0 : 1, $0.path) < ($1.reason.isSuspicious ? 0 : 1, $1.path) }
         return DaemonStatus(
-            state: phase, account: configuration.account, node: store.nodeID, store: configuration.storePath,
+            state: halted != nil ? .halted : phase, account: configuration.account, node: store.nodeID, store: configuration.storePath,
             sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
             pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
             quarantined: try store.quarantined().map {
                 QuarantineEntry(node: $0.node.rawValue, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence, reason: $0.reason, location: $0.location)
             },
-            rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: report?.ignored.count ?? 0,
-            lastError: error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil)
+            rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
+            ignored: ignored.prefix(DaemonStatus.ignoredListLimit).map { IgnoredEntry(path: $0.path, reason: $0.reason.description) },
+            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil)
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {
@@ -232,22 +413,37 @@ public final class SyncDaemon: @unchecked Sendable {
         }
     }
 
+    /// SQLite's full `integrity_check` of the store, on a connection of its own (the sync loop goes on
+    /// meanwhile). Damage halts syncing.
+    func check(timeLimit: Double) throws -> CheckResult {
+        let report = try store.checkIntegrity(full: true, timeLimit: .milliseconds(Int(timeLimit * 1000)))
+        let milliseconds = Int(report.elapsed.components.seconds * 1000 + report.elapsed.components.attoseconds / 1_000_000_000_000_000)
+        if !report.isIntact {
+            let reason = "syncctl check found the store damaged: \(report.problems.prefix(3).joined(separator: "; ")); syncing stopped so that the damage cannot spread. "
+                + "Restore the store from a backup, or move it aside and restart syncd to rebuild it from the shared folder"
+            logger.critical("\(reason)", metadata: ["message_id": "\(MessageID.damaged)"])
+            loop.halt(reason)
+            notifier.status(statusLine())
+        }
+        return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
+    }
+
     func subscribe(_ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
-        state.withLock {
-            nextSubscriber += 1
-            subscribers[nextSubscriber] = handler
-            return nextSubscriber
+        state.withLock { state in
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = handler
+            return state.nextSubscriber
         }
     }
 
     func unsubscribe(_ id: Int) {
-        _ = state.withLock { subscribers.removeValue(forKey: id) }
+        _ = state.withLock { $0.subscribers.removeValue(forKey: id) }
     }
 
     // MARK: - Rounds
 
     private func setPhase(_ phase: DaemonStatus.State) {
-        state.withLock { if self.phase != .stopping { self.phase = phase } }
+        state.withLock { if $0.phase != .stopping { $0.phase = phase } }
     }
 
     private func roundStarted(_ round: Int) {
@@ -259,10 +455,10 @@ public final class SyncDaemon: @unchecked Sendable {
     private func roundFinished(_ outcome: SyncLoop.Outcome) {
         switch outcome {
         case .completed(let report, let summary):
-            state.withLock {
-                lastSummary = summary
-                lastReport = report
-                lastError = nil
+            state.withLock { state in
+                state.lastSummary = summary
+                state.lastReport = report
+                state.lastError = nil
             }
             setPhase(.idle)
             for name in report.published { publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
@@ -273,25 +469,61 @@ public final class SyncDaemon: @unchecked Sendable {
                     metadata: ["message_id": "\(MessageID.quarantined)", "segment": "\(name)"])
                 publish(DaemonEvent(kind: .quarantined, at: summary.finishedAt, message: name.description))
             }
+            if !report.interrupted { tellJournal(about: report) }
             if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty {
                 logger.info("round \(summary.round): \(report)", metadata: ["message_id": "\(MessageID.syncCompleted)"])
             }
             notifier.status(statusLine())
             publish(DaemonEvent(kind: .syncFinished, at: summary.finishedAt, message: "round \(summary.round): \(report)"))
         case .failed(let error, let summary):
-            state.withLock {
-                lastSummary = summary
-                lastError = String(describing: error)
+            state.withLock { state in
+                state.lastSummary = summary
+                state.lastError = error
             }
             setPhase(.backoff)
             logger.error("round \(summary.round) failed: \(error)", metadata: ["message_id": "\(MessageID.syncFailed)"])
+            if let halted = loop.halted {
+                logger.critical("\(halted)", metadata: ["message_id": "\(MessageID.damaged)"])
+            }
             notifier.status(statusLine())
-            publish(DaemonEvent(kind: .syncFailed, at: summary.finishedAt, message: String(describing: error)))
+            publish(DaemonEvent(kind: .syncFailed, at: summary.finishedAt, message: error))
         }
     }
 
+    /// Logs, once each, what newly waits or was refused in this round (and what no longer waits), so that
+    /// the journal tells the same story as `status` without repeating it every round.
+    private func tellJournal(about report: SyncReport) {
+        var current: Set<Notice> = []
+        for (node, sequence) in report.waiting {
+            current.insert(Notice(kind: .waiting, subject: "\(node) sequence \(sequence)", reason: report.waitingReasons[node] ?? "waiting"))
+        }
+        for rejection in report.rejected { current.insert(Notice(kind: .rejected, subject: rejection.name.description, reason: rejection.reason)) }
+        for file in report.ignored where file.reason.isSuspicious {
+            current.insert(Notice(kind: .strayFile, subject: file.path, reason: file.reason.description))
+        }
+        let (new, gone) = state.withLock { state in
+            defer { state.notices = current }
+            return (current.subtracting(state.notices).sorted(), state.notices.subtracting(current).sorted())
+        }
+        let shown = 20
+        for notice in new.prefix(shown) {
+            switch notice.kind {
+            case .waiting:
+                logger.warning("waiting for \(notice.subject): \(notice.reason)", metadata: ["message_id": "\(MessageID.waiting)"])
+            case .rejected:
+                logger.warning("rejected \(notice.subject): \(notice.reason)", metadata: ["message_id": "\(MessageID.rejected)"])
+            case .strayFile:
+                logger.warning("ignoring \(notice.subject): \(notice.reason)", metadata: ["message_id": "\(MessageID.strayFile)"])
+            }
+        }
+        if new.count > shown { logger.warning("… and \(new.count - shown) more held or refused; see 'syncctl status'") }
+        for notice in gone where notice.kind == .waiting { logger.info("no longer waiting for \(notice.subject)") }
+    }
+
+    /// Hands an event to every subscriber. Subscribers only enqueue (``EventQueue``): publishing never
+    /// waits for a client.
     private func publish(_ event: DaemonEvent) {
-        let handlers = state.withLock { Array(subscribers.values) }
+        let handlers = state.withLock { Array($0.subscribers.values) }
         for handler in handlers { handler(event) }
     }
 }

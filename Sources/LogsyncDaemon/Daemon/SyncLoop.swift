@@ -1,163 +1,251 @@
+import Dispatch
 import Foundation
 import LogsyncPlatform
+import LogsyncStore
 import LogsyncSync
+import Synchronization
 
 /// Runs sync rounds on its own thread, one at a time: whenever woken (a local commit, an arrival in the
 /// shared folder, a trigger), and again after failures with exponential backoff.
 ///
 /// A trigger waits for a round that *starts after* it was asked for, so it never returns on a round that
-/// began before the data it cares about existed.
-final class SyncLoop: @unchecked Sendable {
-    enum Outcome {
+/// began before the data it cares about existed. Every wait has a deadline, and ``stop(within:)`` asks
+/// the round in progress to end at its next safe point (between import batches).
+///
+/// A round that finds the store damaged (SQLite reports corruption) halts the loop: no more rounds, so
+/// that nothing read from a damaged store is exported to other nodes. ``halt(_:)`` does the same when
+/// `syncctl check` finds damage.
+final class SyncLoop: Sendable {
+    enum Outcome: Sendable {
         case completed(SyncReport, SyncSummary)
-        case failed(any Error, SyncSummary)
+        case failed(String, SyncSummary)
     }
 
-    private let condition = NSCondition()
-    private var pending = true
-    private var stopping = false
-    private var started = 0
-    private var finished = 0
-    private var outcomes: [Int: Outcome] = [:]
-    private var backoffUntil: Date?
-    private var failures = 0
-    private(set) var running = false
+    private struct State {
+        var pending = true
+        var stopping = false
+        var started = 0
+        var finished = 0
+        var outcomes: [Int: Outcome] = [:]
+        var backoffUntil: DispatchTime?
+        var failures = 0
+        var running = false
+        /// Why the loop no longer syncs (a damaged store), when it does not.
+        var halted: String?
+        var engine: SyncEngine
+        var maximumBackoff: Double
+        /// Triggers waiting for a round to finish.
+        var waiters: [Int: DispatchSemaphore] = [:]
+        var nextWaiter = 0
 
-    private var engine: SyncEngine
-    private var maximumBackoff: TimeInterval
-    private let onRound: @Sendable (Outcome) -> Void
-    private let onStart: @Sendable (Int) -> Void
+        /// Wakes every waiting trigger (they check what they wait for themselves).
+        func wakeWaiters() {
+            for waiter in waiters.values { waiter.signal() }
+        }
+    }
+
+    private let state: Mutex<State>
+    /// Signalled whenever there may be something for the loop's thread to do.
+    private let wakeup = DispatchSemaphore(value: 0)
+    /// Signalled once when the loop's thread ends.
+    private let ended = DispatchSemaphore(value: 0)
+    private let cancellation = Cancellation()
     /// Called from the loop's own thread at least every `heartbeatInterval`: if the loop hangs, the
     /// heartbeats (systemd's watchdog pings) stop.
     private let heartbeat: @Sendable () -> Void
-    private let heartbeatInterval: TimeInterval
-    private var thread: Thread?
+    private let heartbeatInterval: Double
 
-    init(
-        engine: SyncEngine, maximumBackoffMilliseconds: Int, heartbeatInterval: TimeInterval = 3_600,
-        heartbeat: @escaping @Sendable () -> Void = {}, onStart: @escaping @Sendable (Int) -> Void,
-        onRound: @escaping @Sendable (Outcome) -> Void
-    ) {
-        self.engine = engine
-        self.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
+    init(engine: SyncEngine, maximumBackoffMilliseconds: Int, heartbeatInterval: Double = 3_600, heartbeat: @escaping @Sendable () -> Void = {}) {
+        state = Mutex(State(engine: engine, maximumBackoff: Double(maximumBackoffMilliseconds) / 1000))
         self.heartbeat = heartbeat
         self.heartbeatInterval = heartbeatInterval
-        self.onStart = onStart
-        self.onRound = onRound
     }
 
     /// New settings from a reload; the round in progress finishes with the old ones.
     func reconfigure(engine: SyncEngine, maximumBackoffMilliseconds: Int) {
-        condition.withLock {
-            self.engine = engine
-            self.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
+        state.withLock { state in
+            state.engine = engine
+            state.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
         }
     }
 
-    func start() {
-        let thread = Thread { [self] in loop() }
+    /// Starts the loop's thread; `onStart` and `onRound` are called on it before and after each round.
+    func start(onStart: @escaping @Sendable (Int) -> Void, onRound: @escaping @Sendable (Outcome) -> Void) {
+        state.withLock { $0.running = true }
+        let thread = Thread { [self] in
+            loop(onStart: onStart, onRound: onRound)
+            state.withLock { state in
+                state.running = false
+                state.wakeWaiters()
+            }
+            ended.signal()
+        }
         thread.name = "syncd.sync-loop"
-        self.thread = thread
         thread.start()
     }
 
     /// Asks for a round soon (coalesced with other requests). Ignored while backing off after a failure.
     func wake() {
-        condition.withLock {
-            pending = true
-            condition.broadcast()
-        }
+        state.withLock { $0.pending = true }
+        wakeup.signal()
     }
 
-    /// Runs a round now (also during backoff) and waits for it; nil on timeout.
-    func trigger(timeout: TimeInterval) -> Outcome? {
-        condition.lock()
-        defer { condition.unlock() }
-        let wanted = started + 1
-        pending = true
-        backoffUntil = nil
-        condition.broadcast()
-        let deadline = Date().addingTimeInterval(timeout)
-        while finished < wanted, !stopping {
-            guard condition.wait(until: deadline) else { return nil }
+    /// Runs a round now (also during backoff) and waits up to `timeout` for it; nil on timeout or when
+    /// the loop stops first. A halted loop answers at once with why.
+    func trigger(timeout: Double) -> Outcome? {
+        let signal = DispatchSemaphore(value: 0)
+        let (wanted, id, halted) = state.withLock { state in
+            state.nextWaiter += 1
+            state.waiters[state.nextWaiter] = signal
+            state.pending = true
+            state.backoffUntil = nil
+            return (state.started + 1, state.nextWaiter, state.halted)
         }
-        return outcomes[wanted] ?? outcomes[finished]
+        defer { _ = state.withLock { $0.waiters.removeValue(forKey: id) } }
+        if let halted {
+            let now = Int64(WallClock.milliseconds())
+            return .failed(halted, SyncSummary(round: 0, startedAt: now, finishedAt: now, ok: false, published: 0, appliedSegments: 0, appliedTransactions: 0, error: halted))
+        }
+        wakeup.signal()
+        let deadline = DispatchTime.now() + timeout
+        while true {
+            let done: Outcome?? = state.withLock { state in
+                if state.finished >= wanted { return .some(state.outcomes[wanted] ?? state.outcomes[state.finished]) }
+                if state.stopping || !state.running { return .some(nil) }
+                return nil
+            }
+            if let done { return done }
+            if signal.wait(timeout: deadline) == .timedOut { return nil }
+        }
     }
 
     /// Milliseconds until the next retry, while backing off.
     var retryIn: Int? {
-        condition.withLock { backoffUntil.map { max(0, Int($0.timeIntervalSinceNow * 1000)) } }
-    }
-
-    /// Lets the round in progress finish, then ends the loop; returns when it has ended.
-    func stop() {
-        condition.withLock {
-            stopping = true
-            condition.broadcast()
+        state.withLock { state in
+            state.backoffUntil.map { until in
+                let now = DispatchTime.now().uptimeNanoseconds
+                return until.uptimeNanoseconds > now ? Int((until.uptimeNanoseconds - now) / 1_000_000) : 0
+            }
         }
-        while condition.withLock({ running }) { usleep(1_000) }
     }
 
-    private func loop() {
-        condition.withLock { running = true }
-        defer { condition.withLock { running = false; condition.broadcast() } }
-        while true {
-            heartbeat()
-            condition.lock()
-            var nextBeat = Date().addingTimeInterval(heartbeatInterval)
-            while !stopping, !pending || (backoffUntil.map { $0 > Date() } ?? false) {
-                // Sleep until the next heartbeat, or the end of the backoff when a round is waiting for it.
-                let wakeAt = pending ? min(backoffUntil ?? nextBeat, nextBeat) : nextBeat
-                _ = condition.wait(until: wakeAt)
-                if Date() >= nextBeat {
-                    condition.unlock()
-                    heartbeat()
-                    condition.lock()
-                    nextBeat = Date().addingTimeInterval(heartbeatInterval)
-                }
-            }
-            if stopping {
-                condition.unlock()
-                return
-            }
-            pending = false
-            started += 1
-            let round = started
-            let engine = self.engine
-            condition.unlock()
-            if round > 1 { FaultInjection.hang("loop.hang") }
+    /// Why the loop no longer syncs, when it was halted.
+    var halted: String? { state.withLock { $0.halted } }
 
-            onStart(round)
-            let begin = Int64(WallClock.milliseconds())
-            let outcome: Outcome
-            do {
-                let report = try engine.sync()
-                outcome = .completed(report, SyncSummary(
-                    round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: true,
-                    published: report.published.count, appliedSegments: report.applied.count,
-                    appliedTransactions: report.appliedTransactions, error: nil))
-            } catch {
-                outcome = .failed(error, SyncSummary(
-                    round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: false,
-                    published: 0, appliedSegments: 0, appliedTransactions: 0, error: String(describing: error)))
+    /// Stops syncing for good (until syncd restarts): a damaged store must not spread. The round in
+    /// progress is asked to stop.
+    func halt(_ reason: String) {
+        state.withLock { state in
+            if state.halted == nil { state.halted = reason }
+            state.wakeWaiters()
+        }
+        cancellation.cancel()
+        wakeup.signal()
+    }
+
+    /// Asks the round in progress to stop at its next safe point and ends the loop; returns whether it
+    /// ended within `seconds`. Stopping between batches loses nothing: each batch is committed with its
+    /// cursor.
+    @discardableResult
+    func stop(within seconds: Double) -> Bool {
+        let running = state.withLock { state in
+            state.stopping = true
+            state.wakeWaiters()
+            return state.running
+        }
+        cancellation.cancel()
+        wakeup.signal()
+        guard running else { return true }
+        guard ended.wait(timeout: .now() + seconds) == .success else { return false }
+        ended.signal()
+        return true
+    }
+
+    private enum Next {
+        case stop
+        case run(round: Int, engine: SyncEngine)
+        case sleep(until: DispatchTime)
+    }
+
+    private func loop(onStart: @Sendable (Int) -> Void, onRound: @Sendable (Outcome) -> Void) {
+        var nextBeat = DispatchTime.now()
+        while true {
+            let now = DispatchTime.now()
+            if now >= nextBeat {
+                heartbeat()
+                nextBeat = now + heartbeatInterval
             }
-            condition.withLock {
-                finished = round
-                outcomes[round] = outcome
-                outcomes = outcomes.filter { $0.key > round - 16 }
-                switch outcome {
-                case .completed:
-                    failures = 0
-                    backoffUntil = nil
-                case .failed:
-                    failures += 1
-                    let delay = min(maximumBackoff, 0.5 * pow(2, Double(min(failures - 1, 16))))
-                    backoffUntil = Date().addingTimeInterval(delay)
-                    pending = true
+            let next: Next = state.withLock { state in
+                if state.stopping { return .stop }
+                let backingOff = state.backoffUntil.map { $0 > now } ?? false
+                guard state.halted == nil, state.pending, !backingOff else {
+                    // Sleep until the next heartbeat, or the end of the backoff when a round waits for it.
+                    let until = state.pending && state.halted == nil ? min(state.backoffUntil ?? nextBeat, nextBeat) : nextBeat
+                    return .sleep(until: until)
                 }
-                condition.broadcast()
+                state.pending = false
+                state.started += 1
+                return .run(round: state.started, engine: state.engine)
             }
-            onRound(outcome)
+            switch next {
+            case .stop:
+                return
+            case .sleep(let until):
+                _ = wakeup.wait(timeout: until)
+                continue
+            case .run(let round, let engine):
+                heartbeat()
+                nextBeat = DispatchTime.now() + heartbeatInterval
+                if round > 1 { FaultInjection.hang("loop.hang") }
+                onStart(round)
+                let outcome = run(round, engine)
+                state.withLock { state in
+                    state.finished = round
+                    state.outcomes[round] = outcome
+                    state.outcomes = state.outcomes.filter { $0.key > round - 16 }
+                    switch outcome {
+                    case .completed:
+                        state.failures = 0
+                        state.backoffUntil = nil
+                    case .failed:
+                        state.failures += 1
+                        let delay = min(state.maximumBackoff, 0.5 * pow(2, Double(min(state.failures - 1, 16))))
+                        state.backoffUntil = DispatchTime.now() + delay
+                        state.pending = true
+                    }
+                    state.wakeWaiters()
+                }
+                onRound(outcome)
+            }
+        }
+    }
+
+    private func run(_ round: Int, _ engine: SyncEngine) -> Outcome {
+        let begin = Int64(WallClock.milliseconds())
+        do {
+            let report = try engine.sync(cancellation: cancellation)
+            return .completed(report, SyncSummary(
+                round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: true,
+                published: report.published.count, appliedSegments: report.applied.count,
+                appliedTransactions: report.appliedTransactions, error: nil))
+        } catch {
+            let message = String(describing: error)
+            if Self.isCorruption(error) {
+                halt("the store is damaged, so syncing stopped (nothing more is exported from it or applied to it): \(message). "
+                     + "Run 'syncctl check' for details; restore the store from a backup, or move it aside and let syncd rebuild it from the shared folder")
+            }
+            return .failed(message, SyncSummary(
+                round: round, startedAt: begin, finishedAt: Int64(WallClock.milliseconds()), ok: false,
+                published: 0, appliedSegments: 0, appliedTransactions: 0, error: message))
+        }
+    }
+
+    /// Whether SQLite said the store file is damaged (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+    static func isCorruption(_ error: any Error) -> Bool {
+        switch error {
+        case let error as StoreError: return error.code == .notADatabase || error.cause.map(isCorruption) == true
+        case let error as SQLiteError: return error.isNotADatabase
+        default: return false
         }
     }
 }

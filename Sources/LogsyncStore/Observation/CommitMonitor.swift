@@ -1,6 +1,24 @@
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
+import Synchronization
+
+/// A running commit monitor (``Store/observeCommits(pollInterval:_:finished:)``); ``cancel()`` ends it.
+public final class CommitObservation: Sendable {
+    private let stopped = Atomic<Bool>(false)
+    private let watch: DirectoryWatch?
+
+    init(watch: DirectoryWatch?) { self.watch = watch }
+
+    /// Ends the monitor: its thread returns within one wait (at once where inotify is used), and the
+    /// handler is not called again once it has returned.
+    public func cancel() {
+        stopped.store(true, ordering: .releasing)
+        watch?.stop()
+    }
+
+    var isCancelled: Bool { stopped.load(ordering: .acquiring) }
+}
 
 extension Store {
     /// Notifies of commits by any connection or process, as the new history token — the analogue of Core
@@ -15,14 +33,23 @@ extension Store {
     /// The stream ends when the task iterating it is cancelled or the stream is dropped.
     public func commits(pollInterval: Duration = .milliseconds(20)) -> AsyncStream<HistoryToken> {
         let (stream, continuation) = AsyncStream<HistoryToken>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let observation = observeCommits(pollInterval: pollInterval) { continuation.yield($0) } finished: { continuation.finish() }
+        continuation.onTermination = { _ in observation.cancel() }
+        return stream
+    }
+
+    /// Calls `handler` with the new history token after each commit by any connection or process (as
+    /// ``commits(pollInterval:)`` reports them), on the monitor's own thread: the handler may block (read
+    /// history, wait for a lock) without holding up anything but the monitor, and the next commit is
+    /// looked for once it returns. `finished` is called on that thread when the monitor ends.
+    public func observeCommits(
+        pollInterval: Duration = .milliseconds(20), _ handler: @escaping @Sendable (HistoryToken) -> Void,
+        finished: @escaping @Sendable () -> Void = {}
+    ) -> CommitObservation {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         let watch = DirectoryWatch(directory: directory)
-        let stopped = Locked(false)
+        let observation = CommitObservation(watch: watch)
         let pollMilliseconds = Int32(clamping: pollInterval.components.seconds * 1000 + pollInterval.components.attoseconds / 1_000_000_000_000_000)
-        continuation.onTermination = { _ in
-            stopped.withLock { $0 = true }
-            watch?.stop()
-        }
         // The baseline is taken before returning, so every commit after this call is reported.
         let baselineVersion = (try? dataVersion()) ?? 0
         let baselineToken = (try? sealPendingChanges()) ?? .zero
@@ -33,7 +60,7 @@ extension Store {
             // memory-mapped -shm index (no event), so a check right after the event can come too early.
             // After an event, re-check every 2 ms for a short while instead of waiting for the next one.
             var recheckUntil: ContinuousClock.Instant?
-            while !stopped.withLock({ $0 }) {
+            while !observation.isCancelled {
                 if let watch {
                     // Inotify delivers local commits at once; the slow timeout covers file systems that do not
                     // report changes made by other hosts.
@@ -43,7 +70,7 @@ extension Store {
                     case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
                     case .timeout: if !rechecking { recheckUntil = nil }
                     }
-                    if stopped.withLock({ $0 }) { break }
+                    if observation.isCancelled { break }
                 } else {
                     Thread.sleep(forTimeInterval: Double(pollMilliseconds) / 1000)
                 }
@@ -51,12 +78,13 @@ extension Store {
                 lastVersion = version
                 guard let token = try? sealPendingChanges(), token > lastToken else { continue }
                 lastToken = token
-                continuation.yield(token)
+                if observation.isCancelled { break }
+                handler(token)
             }
-            continuation.finish()
+            finished()
         }
         thread.name = "logsync.commit-monitor"
         thread.start()
-        return stream
+        return observation
     }
 }

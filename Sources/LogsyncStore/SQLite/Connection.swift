@@ -40,6 +40,7 @@ final class Connection {
     }
 
     deinit {
+        if deadline != nil { sqlite3_progress_handler(handle, 0, nil, nil) }
         statementCache.removeAll()
         if walState != nil { sqlite3_wal_hook(handle, nil, nil) }
         sqlite3_close_v2(handle)
@@ -144,6 +145,30 @@ final class Connection {
             return SQLITE_IGNORE
         }, nil)
         guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
+    }
+
+    /// When statements on this connection give up (see ``interrupt(at:)``).
+    private final class Deadline {
+        let instant: ContinuousClock.Instant
+        init(_ instant: ContinuousClock.Instant) { self.instant = instant }
+    }
+
+    private var deadline: Deadline?
+
+    /// Makes a statement on this connection stop with `SQLITE_INTERRUPT` once `instant` has passed
+    /// (looked at every 1,000 steps of SQLite's virtual machine); nil lifts the bound.
+    func interrupt(at instant: ContinuousClock.Instant?) {
+        guard let instant else {
+            sqlite3_progress_handler(handle, 0, nil, nil)
+            deadline = nil
+            return
+        }
+        let box = Deadline(instant)
+        deadline = box
+        sqlite3_progress_handler(handle, 1_000, { context in
+            guard let context else { return 0 }
+            return ContinuousClock.now >= Unmanaged<Deadline>.fromOpaque(context).takeUnretainedValue().instant ? 1 : 0
+        }, Unmanaged.passUnretained(box).toOpaque())
     }
 
     /// Turns this connection's triggers on or off (`SQLITE_DBCONFIG_ENABLE_TRIGGER`). Changing the

@@ -28,6 +28,9 @@ import Foundation
 ///
 /// The thread starts with the first checkpoint handed to it and ends in ``stop()``, which the store
 /// calls when it goes away: no connection of the store's outlives it.
+///
+/// `@unchecked`: the turn is taken in ``claim(walFrames:)`` and given back in ``run(walFrames:restart:)``,
+/// a hand-over across calls that a scoped `Mutex` cannot express; the thread's state waits on a condition.
 final class Checkpoints: @unchecked Sendable {
     /// Held by whoever is checkpointing; guards `connection`.
     private let turn = NSLock()

@@ -5,6 +5,9 @@ import Foundation
 /// The lock is fair: threads get it in the order they asked for it. With a plain mutex, a thread that
 /// releases it and asks again at once (an import going from one batch to the next) usually wins over a
 /// thread that was already waiting, which then waits through two batches or more.
+///
+/// `@unchecked`: the value is touched only while the ticket is held, which a condition variable grants;
+/// `Mutex` has no way to wait for a turn, so it cannot express the fairness.
 final class Locked<Value>: @unchecked Sendable {
     private var value: Value
     private let condition = NSCondition()

@@ -82,9 +82,13 @@ extension Store {
     /// segment interrupted between batches resumes where the cursor stopped, but only with the same bytes
     /// (the checksum recorded with its first batch); different bytes are ``ImportOutcome/divergent``.
     /// Re-deliveries and segments after a gap change nothing.
+    ///
+    /// `isCancelled` is asked before each batch: once it answers yes, the import returns after the last
+    /// committed batch (a stop never waits for a whole import, and loses nothing: the cursor says where
+    /// the next import goes on).
     public func importSegments(
         from origin: NodeID, account: String, maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(),
-        limits: SegmentLimits = .default,
+        limits: SegmentLimits = .default, isCancelled: () -> Bool = { false },
         next: (_ cursor: UInt64) throws -> SegmentImport?,
         outcome: (SegmentImport, ImportOutcome) throws -> Void
     ) throws {
@@ -94,7 +98,7 @@ extension Store {
         }
         guard let first = try next(appliedSequence(from: origin)) else { return }
         var run = ImportRun(origin: origin, batching: batching, handed: first)
-        while true {
+        while !isCancelled() {
             let localWriters = (try? localHistoryWaits()) ?? false
             if localWriters {
                 // Local writers are busy: a checkpoint running alongside the batch would make it, and so

@@ -30,8 +30,8 @@ final class Collected<Element: Sendable>: Sendable {
     var all: [Element] { items.withLock { $0 } }
 
     /// The first element delivered so far or within `timeout` that passes `condition`. The deadline only
-    /// stops a hung test: the collecting task and the container's merge run on Swift's cooperative pool,
-    /// which the suite's CPU-bound property tests can keep busy for seconds on two cores.
+    /// stops a hung test: the collecting task runs on Swift's cooperative pool, which the suite's
+    /// CPU-bound property tests can keep busy for seconds on two cores.
     func first(within timeout: Duration = .seconds(30), where condition: (Element) -> Bool = { _ in true }) async throws -> Element {
         let deadline = ContinuousClock.now + timeout
         while true {

@@ -1,0 +1,220 @@
+import Foundation
+import LogsyncDaemon
+import LogsyncPlatform
+import LogsyncTestKit
+import Testing
+
+/// A control socket that answers each request with what `answer` says (nil: never answers, and keeps
+/// the connection open), from a thread of its own: stands in for a syncd that fails in a given way.
+final class FakeSyncd: Sendable {
+    let path: String
+    private let socket: UnixSocket
+
+    init(path: String, answer: @escaping @Sendable (_ id: Int, _ command: String) -> String?) throws {
+        self.path = path
+        socket = try UnixSocket.listen(at: path)
+        let socket = self.socket
+        Thread.detachNewThread {
+            var silent: [UnixSocket] = []
+            while let client = socket.accept() {
+                var reader = LineReader(client)
+                guard let line = try? reader.next(),
+                    let request = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+                else { continue }
+                let id = request["id"] as? Int ?? 0
+                guard let text = answer(id, request["command"] as? String ?? "") else {
+                    silent.append(client)
+                    continue
+                }
+                try? client.write(Array(text.utf8) + [10])
+            }
+            _ = silent
+        }
+    }
+
+    func stop() { socket.shutdown() }
+
+    /// An `ok: false` answer with `code`.
+    static func failure(_ id: Int, _ code: String) -> String {
+        #"{"v": 1, "id": \#(id), "ok": false, "error": {"code": "\#(code)", "message": "fake syncd says \#(code)"}}"#
+    }
+}
+
+@Suite("syncctl exit codes and the control server's bounds")
+struct ControlTests {
+    /// Every way syncd can answer, and the exit code syncctl gives for it (docs/control-protocol.md).
+    @Test("syncctl's exit code on every error path", arguments: [
+        (["status"], "internal", Int32(7)),
+        (["peers"], "internal", 7),
+        (["history"], "internal", 7),
+        (["watch"], "shutting_down", 7),
+        (["status"], "too_many_clients", 7),
+        (["status"], "bad_request", 7),
+        (["status"], "unsupported_version", 4),
+        (["peers"], "unsupported_version", 4),
+        (["trigger"], "sync_failed", 1),
+        (["trigger"], "timeout", 5),
+        (["trigger"], "shutting_down", 7),
+        (["reload"], "reload_failed", 6),
+        (["check"], "damaged", 8),
+        (["check"], "timeout", 5),
+    ])
+    func failuresBecomeExitCodes(arguments: [String], code: String, expected: Int32) async throws {
+        let directory = try TemporaryDirectory("ctl")
+        let fake = try FakeSyncd(path: directory.file("s.sock")) { id, _ in FakeSyncd.failure(id, code) }
+        defer { fake.stop() }
+        let result = try await Subprocess.run(Products.path("syncctl"), arguments + ["--socket", fake.path], timeout: .seconds(30))
+        #expect(result.status == expected, "syncctl \(arguments) answered \(code): \(result)")
+        #expect(result.stderr.contains("fake syncd says \(code)"), "the daemon's message is shown: \(result.stderr)")
+    }
+
+    @Test("answers that are not syncd's: a missing field, another request's id, another version, silence", arguments: [
+        ("status", #"{"v": 1, "id": ID, "ok": true}"#, Int32(4)),
+        ("peers", #"{"v": 1, "id": ID, "ok": true}"#, 4),
+        ("history", #"{"v": 1, "id": ID, "ok": true}"#, 4),
+        ("status", #"{"v": 1, "id": 999, "ok": true, "peers": []}"#, 4),
+        ("status", #"{"v": 2, "id": ID, "ok": true}"#, 4),
+        ("trigger", "", 5),
+    ])
+    func strangeAnswers(command: String, answer: String, expected: Int32) async throws {
+        let directory = try TemporaryDirectory("ctl")
+        let fake = try FakeSyncd(path: directory.file("s.sock")) { id, _ in
+            answer.isEmpty ? nil : answer.replacingOccurrences(of: "ID", with: String(id))
+        }
+        defer { fake.stop() }
+        let extra = command == "trigger" ? ["--timeout", "0.5"] : []
+        let result = try await Subprocess.run(Products.path("syncctl"), [command, "--socket", fake.path] + extra, timeout: .seconds(30))
+        #expect(result.status == expected, "\(command) answered \(answer.isEmpty ? "nothing" : answer): \(result)")
+    }
+
+    @Test("a bad command line exits 64, a bad configuration 78")
+    func usageAndConfiguration() async throws {
+        let directory = try TemporaryDirectory("ctl")
+        #expect(try await Subprocess.run(Products.path("syncctl"), ["frobnicate"]).status == 64)
+        #expect(try await Subprocess.run(Products.path("syncctl"), ["status", "--bogus"]).status == 64)
+        let file = try directory.write("syncd.toml", "[sync]\naccount = 42\n")
+        let result = try await Subprocess.run(Products.path("syncctl"), ["status", "--config", file])
+        #expect(result.status == 78)
+        #expect(result.stderr.contains("\(file):2:"), "\(result.stderr)")
+    }
+
+    @Test("syncctl watch prints events, and exits 0 with the 'stopping' event when syncd stops")
+    func watchEndsWithTheDaemon() async throws {
+        let cluster = try cluster("watch")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        let watch = try Subprocess(Products.path("syncctl"), ["watch", "--json", "--socket", a.socketPath])
+        defer { watch.process.terminate() }
+        // Rounds until the watch has seen one (it subscribes once connected, which takes a moment).
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !watch.stdout.contains("\"sync_finished\""), ContinuousClock.now < deadline {
+            #expect(try await a.syncctl(["trigger"]).status == 0)
+        }
+        #expect(watch.stdout.contains("\"sync_finished\""), "\(watch.stdout) \(watch.stderr)")
+        #expect(try await a.stop() == 0)
+        let status = try await watch.waitForExit(timeout: .seconds(10))
+        #expect(status == 0, "\(watch.stdout) \(watch.stderr)")
+        #expect(watch.stdout.contains("\"stopping\""), "\(watch.stdout)")
+    }
+
+    @Test("an unknown command or version is answered with the request's id, naming what was asked")
+    func unknownCommand() async throws {
+        let cluster = try cluster("cmd")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        let client = try UnixSocket.connect(to: a.socketPath)
+        client.setReceiveTimeout(milliseconds: 5_000)
+        var reader = LineReader(client)
+        func ask(_ line: String) throws -> ControlResponse {
+            try client.write(Array(line.utf8) + [10])
+            let answer = try #require(try reader.next())
+            return try JSONDecoder().decode(ControlResponse.self, from: Data(answer))
+        }
+        let unknown = try ask(#"{"v": 1, "id": 42, "command": "frobnicate"}"#)
+        #expect(unknown.id == 42 && !unknown.ok && unknown.error?.code == .badRequest)
+        #expect(unknown.error?.message.contains("unknown command 'frobnicate'") == true, "\(String(describing: unknown.error))")
+        #expect(unknown.error?.message.contains("status, trigger") == true)
+        let version = try ask(#"{"v": 2, "id": 43, "command": "status"}"#)
+        #expect(version.id == 43 && version.error?.code == .unsupportedVersion)
+        let malformed = try ask(#"{"v": 1, "id": 44, "command": "history", "limit": "many"}"#)
+        #expect(malformed.id == 44 && malformed.error?.code == .badRequest && malformed.error?.message.contains("history") == true)
+        // The connection still serves well-formed requests.
+        #expect(try ask(#"{"v": 1, "id": 45, "command": "status"}"#).status != nil)
+        try await a.stop()
+    }
+
+    @Test("at most 32 control clients at once; one more is told so; idle clients are let go after 10 s")
+    func boundedClients() async throws {
+        let cluster = try cluster("many")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        // 32 clients that connect and say nothing.
+        var idle = try (0..<32).map { _ in try UnixSocket.connect(to: a.socketPath) }
+        let connectedAt = ContinuousClock.now
+        // The server admits them one at a time: wait until the 33rd is refused.
+        let deadline = ContinuousClock.now + .seconds(10)
+        var refusal: ControlResponse?
+        while refusal == nil, ContinuousClock.now < deadline {
+            let extra = try UnixSocket.connect(to: a.socketPath)
+            extra.setReceiveTimeout(milliseconds: 200)
+            var reader = LineReader(extra)
+            if let line = try? reader.next() { refusal = try? JSONDecoder().decode(ControlResponse.self, from: Data(line)) }
+        }
+        #expect(refusal?.error?.code == .tooManyClients, "\(String(describing: refusal))")
+        let busy = try await a.syncctl(["status"])
+        #expect(busy.status == 7 && busy.stderr.contains("already serves 32 control clients"), "\(busy)")
+        try await a.awaitLog("refused")
+
+        // Ten leave: their slots free up at once.
+        idle.removeLast(10)
+        let freed = ContinuousClock.now + .seconds(10)
+        var status = try await a.syncctl(["status"])
+        while status.status != 0, ContinuousClock.now < freed {
+            try await Task.sleep(for: .milliseconds(20))
+            status = try await a.syncctl(["status"])
+        }
+        #expect(status.status == 0, "\(status)")
+
+        // The rest never send a request: the server closes them after its 10 s request deadline.
+        let last = idle[0]
+        last.setReceiveTimeout(milliseconds: 20_000)
+        let closed = try last.read()
+        let waited = ContinuousClock.now - connectedAt
+        #expect(closed.isEmpty, "the server closed the idle connection")
+        #expect(waited >= .seconds(9) && waited < .seconds(15), "after the request deadline: \(waited)")
+        try await a.stop()
+    }
+
+    @Test("SIGHUP and syncctl reload at once: every reload completes, and the shared folder is still watched")
+    func concurrentReloads() async throws {
+        let cluster = try cluster("hup")
+        let a = try cluster.addNode("a", rescanIntervalMilliseconds: 600_000)
+        let b = try cluster.addNode("b", rescanIntervalMilliseconds: 600_000)
+        try await a.start()
+        try await b.start()
+        defer { for node in [a, b] { node.process?.process.terminate() } }
+        let original = try String(contentsOfFile: b.configPath, encoding: .utf8)
+        let pid = try #require(b.process?.process.processIdentifier)
+        try await withThrowingTaskGroup(of: Int32.self) { group in
+            for round in 0..<12 {
+                // Each reload changes the rescan interval, so each one replaces the folder's watcher.
+                try original.replacingOccurrences(of: "rescan_interval_ms = 600000", with: "rescan_interval_ms = \(600_000 + round)")
+                    .write(toFile: b.configPath, atomically: true, encoding: .utf8)
+                group.addTask { try await b.syncctl(["reload"]).status }
+                kill(pid, SIGHUP)
+            }
+            for try await status in group { #expect(status == 0) }
+        }
+        #expect(b.process?.process.isRunning == true)
+        // Still exactly one live watcher of the shared folder: a's publish wakes b at once.
+        let id = UUID().uuidString.lowercased()
+        try a.openStore().write(author: "a") { try $0.insert("Note", ["id": .text(id), "title": "after reloads"]) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while try b.openStore().read("SELECT 1 FROM Note WHERE id = ?", [.text(id)]).isEmpty {
+            guard ContinuousClock.now < deadline else { Issue.record("b no longer notices arrivals:\n\(b.log)"); break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await a.stop()
+        try await b.stop()
+    }
+}
