@@ -97,6 +97,19 @@ struct ForeignSQLTests {
         }
     }
 
+    @Test("a REPLACE through logsync's own connection records the rows it deletes, once")
+    func replaceThroughLogsync() throws {
+        let pair = try Pair("own")
+        let (label, note, _) = try seed(pair)
+        let replacement = SyncCluster.id()
+        try pair.a.write(author: "app") { try $0.execute("INSERT OR REPLACE INTO Label(id, name) VALUES (?, 'urgent')", [replacement]) }
+        #expect(try pair.a.read("SELECT id FROM Label") == [[replacement]])
+        #expect(try pair.a.read("SELECT label FROM Note WHERE id = ?", [note]) == [[.null]])
+        let deletes = try pair.a.history().flatMap(\.changes).filter { $0.kind == .delete && $0.primaryKey == label }
+        #expect(deletes.count == 1)
+        try pair.expectConverged()
+    }
+
     @Test("a REPLACE that removes a parent cascades to its notes and nullifies references, on both nodes", arguments: [false, true])
     func replaceRemovesParent(recursiveTriggers: Bool) throws {
         // Folder has no unique key: a REPLACE on its primary key deletes the old row, then inserts the new one.

@@ -213,6 +213,7 @@ struct SchemaRegistration {
     private func installTriggers(_ catalog: Catalog) throws {
         let generated = try connection.rows(
             "SELECT type, name FROM sqlite_master WHERE (type = 'trigger' AND name LIKE '\\_ls\\_t%' ESCAPE '\\') "
+                + "OR (type = 'view' AND name LIKE '\\_ls\\_v%' ESCAPE '\\') "
                 + "OR (type = 'index' AND name LIKE '\\_ls\\_uq%' ESCAPE '\\')")
         var wantedIndexes: [String: String] = [:]
         for info in catalog.byID.values {
@@ -224,12 +225,15 @@ struct SchemaRegistration {
         for row in generated {
             guard case .text(let type) = row[0], case .text(let name) = row[1] else { continue }
             if type == "trigger" {
-                try connection.execute("DROP TRIGGER \(SchemaSQL.quote(name))")
+                try connection.execute("DROP TRIGGER IF EXISTS \(SchemaSQL.quote(name))")
+            } else if type == "view" {
+                try connection.execute("DROP VIEW \(SchemaSQL.quote(name))")
             } else if wantedIndexes[name] == nil {
                 try connection.execute("DROP INDEX \(SchemaSQL.quote(name))")
             }
         }
         for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
+            try connection.execute(SchemaSQL.createDisplacementView(info))
             for statement in SchemaSQL.triggers(for: info, catalog: catalog) {
                 try connection.execute(statement)
             }

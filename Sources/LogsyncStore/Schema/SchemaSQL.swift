@@ -96,7 +96,6 @@ package enum SchemaSQL {
             PRIMARY KEY (entity, newpk, pk)
         ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS _ls_displaced_pk ON _ls_displaced(entity, pk);
-        CREATE TABLE IF NOT EXISTS _ls_job(id INTEGER PRIMARY KEY, entity INTEGER NOT NULL, step INTEGER NOT NULL, newpk);
         CREATE TABLE IF NOT EXISTS _ls_quarantine(
             id INTEGER PRIMARY KEY,
             node TEXT NOT NULL,
@@ -338,7 +337,7 @@ package enum SchemaSQL {
     /// `INSERT OR REPLACE` would remove a row no history records (`docs/history.md`, "Implicit deletes").
     ///
     /// - A `BEFORE` trigger probes the key, each unique key and an explicit rowid for a collision, before
-    ///   SQLite resolves it, and notes the colliding rows in `_ls_displaced` (keyed by the incoming key).
+    ///   SQLite resolves it, and has the colliding rows noted in `_ls_displaced` (keyed by the incoming key).
     /// - An `AFTER` trigger of the same event fires only if the row was written — so a collision was
     ///   resolved by `REPLACE`, not `IGNORE`, an upsert, `FAIL` or `ABORT` — and, when there are notes for
     ///   the row, has the noted rows that are gone recorded. With `recursive_triggers` on, the delete
@@ -347,59 +346,73 @@ package enum SchemaSQL {
     ///   it names still exists, or its delete removed the note; sync transactions clear them all.
     ///
     /// Two things keep their cost off the write path (`docs/BENCHMARKS.md`, capture). SQLite sets up a
-    /// trigger's whole program for every row it fires on, even when its `WHEN` is false, so the `AFTER`
-    /// trigger only inserts a row into the narrow `_ls_job`, whose trigger does the recording. And both
-    /// start with `NEW.<key> IS NOT NULL`, which logsync's own connections — they turn `recursive_triggers`
-    /// on, so their `REPLACE`s fire the delete trigger — compile to NULL (``isDisplacementTrigger(_:)``).
+    /// trigger's whole program for every row it fires on, even when its `WHEN` is false, so each per-row
+    /// trigger only inserts one row into a view of the entity's own (`_ls_v<id>`), whose `INSTEAD OF`
+    /// trigger does the work. And their `WHEN` starts with `NEW.<key> IS NOT NULL`, which logsync's own
+    /// connections — they turn `recursive_triggers` on, so their `REPLACE`s fire the delete trigger — compile
+    /// to NULL (``isDisplacementTrigger(_:)``).
     static func displacementTriggers(for info: Catalog.EntityInfo, catalog: Catalog) -> [String] {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
         let prefix = triggerPrefix(info.id)
-        let uniqueKeys = info.entity.uniqueKeys
-        // Collisions of the incoming values with a row of the table, `T`.
-        func collisions(excludingSelf: Bool) -> [String] {
-            uniqueKeys.map { columns in
-                columns.map { "T.\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")
-                    + (excludingSelf ? " AND T.\(key) IS NOT NEW.\(key)" : "")
-            }
+        let view = quote(displacementView(info.id))
+        let uniqueColumns = displacementColumns(info)
+        // Collisions of the incoming values (`NEW` here, the view's row in the job) with a row `T`.
+        let keyProbes = info.entity.uniqueKeys.map { columns in
+            "EXISTS (SELECT 1 FROM \(table) T WHERE " + columns.map { "T.\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")
         }
-        let insertCollisions = ["T.\(key) = NEW.\(key)"] + collisions(excludingSelf: false)
-        let insertRowid = "NEW.rowid <> -1"
-        let updateCollisions = collisions(excludingSelf: true)
-        let updateRowid = "NEW.rowid IS NOT OLD.rowid"
-        let updatedColumns = (Array(Set(uniqueKeys.flatMap { $0 })).sorted().map(quote) + ["rowid", "oid", "_rowid_"])
-            .joined(separator: ", ")
-
-        /// `rowidChanges`: the condition under which the incoming rowid can collide with another row's.
-        func note(_ conditions: [String], rowidChanges: String) -> String {
-            let rowid = "T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key)"
-            let probes = conditions.map { "EXISTS (SELECT 1 FROM \(table) T WHERE \($0))" }
-                + ["(\(rowidChanges) AND EXISTS (SELECT 1 FROM \(table) T WHERE \(rowid)))"]
-            let colliding = (conditions + ["\(rowidChanges) AND \(rowid)"]).map { "(\($0))" }.joined(separator: " OR ")
-            return """
-                WHEN NEW.\(key) IS NOT NULL AND (\(probes.joined(separator: " OR "))) BEGIN
-                  DELETE FROM _ls_displaced WHERE entity = \(info.id) AND newpk = NEW.\(key);
-                  INSERT OR REPLACE INTO _ls_displaced(entity, newpk, pk, rid, tomb)
-                    SELECT \(info.id), NEW.\(key), T.\(key), T.rowid, \(tombstone(of: info.entity, row: "T")) FROM \(table) T
-                    WHERE \(colliding);
-                END
-                """
+        let insertProbes = ["EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = NEW.\(key))"] + keyProbes.map { $0 + ")" }
+            + ["(NEW.rowid <> -1 AND EXISTS (SELECT 1 FROM \(table) T WHERE T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key)))"]
+        let updateProbes = keyProbes.map { $0 + " AND T.\(key) IS NOT NEW.\(key))" }
+            + ["(NEW.rowid IS NOT OLD.rowid AND EXISTS (SELECT 1 FROM \(table) T WHERE T.rowid = NEW.rowid AND T.\(key) IS NOT NEW.\(key)))"]
+        let updatedColumns = (uniqueColumns.map(quote) + ["rowid", "oid", "_rowid_"]).joined(separator: ", ")
+        let columns = (["_ls_step", "_ls_newpk", "_ls_newrowid", "_ls_oldrowid"] + uniqueColumns.map(quote)).joined(separator: ", ")
+        func job(_ step: Int, oldRowid: String = "NULL") -> String {
+            let values = ["\(step)", "NEW.\(key)", "NEW.rowid", oldRowid] + uniqueColumns.map { "NEW.\(quote($0))" }
+            return "INSERT INTO \(view)(\(columns)) VALUES (\(values.joined(separator: ", ")));"
         }
-        func record(_ step: Int) -> String {
-            """
-            WHEN NEW.\(key) IS NOT NULL AND EXISTS (SELECT 1 FROM _ls_displaced d WHERE d.entity = \(info.id) AND d.newpk = NEW.\(key)) BEGIN
-              INSERT INTO _ls_job(entity, step, newpk) VALUES (\(info.id), \(step), NEW.\(key));
-            END
-            """
-        }
+        let noted = "EXISTS (SELECT 1 FROM _ls_displaced d WHERE d.entity = \(info.id) AND d.newpk = NEW.\(key))"
         return [
-            "CREATE TRIGGER \"\(prefix)displace_insert\" BEFORE INSERT ON \(table)\n  " + note(insertCollisions, rowidChanges: insertRowid),
-            "CREATE TRIGGER \"\(prefix)displace_update\" BEFORE UPDATE OF \(updatedColumns) ON \(table)\n  "
-                + note(updateCollisions, rowidChanges: updateRowid),
-            "CREATE TRIGGER \"\(prefix)displaced_insert\" AFTER INSERT ON \(table)\n  " + record(JobStep.recordInsert),
-            "CREATE TRIGGER \"\(prefix)displaced_update\" AFTER UPDATE OF \(updatedColumns) ON \(table)\n  " + record(JobStep.recordUpdate),
+            """
+            CREATE TRIGGER "\(prefix)displace_insert" BEFORE INSERT ON \(table)
+              WHEN NEW.\(key) IS NOT NULL AND (\(insertProbes.joined(separator: " OR "))) BEGIN
+              \(job(DisplacementStep.noteInsert))
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)displace_update" BEFORE UPDATE OF \(updatedColumns) ON \(table)
+              WHEN NEW.\(key) IS NOT NULL AND (\(updateProbes.joined(separator: " OR "))) BEGIN
+              \(job(DisplacementStep.noteUpdate, oldRowid: "OLD.rowid"))
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)displaced_insert" AFTER INSERT ON \(table) WHEN NEW.\(key) IS NOT NULL AND \(noted) BEGIN
+              \(job(DisplacementStep.recordInsert))
+            END
+            """,
+            """
+            CREATE TRIGGER "\(prefix)displaced_update" AFTER UPDATE OF \(updatedColumns) ON \(table) WHEN NEW.\(key) IS NOT NULL AND \(noted) BEGIN
+              \(job(DisplacementStep.recordUpdate))
+            END
+            """,
             displacementJob(info, catalog: catalog),
         ]
+    }
+
+    /// The view whose `INSTEAD OF` trigger does an entity's displacement work: rows inserted into it are
+    /// requests (a step, the incoming key, rowids and unique-key values), never stored.
+    static func displacementView(_ entityID: Int64) -> String { "_ls_v\(entityID)" }
+
+    /// The unique-key columns of an entity, in the order the view lists them.
+    static func displacementColumns(_ info: Catalog.EntityInfo) -> [String] {
+        Array(Set(info.entity.uniqueKeys.flatMap { $0 })).sorted()
+    }
+
+    /// `CREATE VIEW` for ``displacementView(_:)``: one row of NULLs that nothing reads.
+    static func createDisplacementView(_ info: Catalog.EntityInfo) -> String {
+        let columns = ["_ls_step", "_ls_newpk", "_ls_newrowid", "_ls_oldrowid"] + displacementColumns(info).map(quote)
+        return "CREATE VIEW \(quote(displacementView(info.id))) AS SELECT " + columns.map { "NULL AS \($0)" }.joined(separator: ", ")
+            + " WHERE 0"
     }
 
     /// Whether `trigger` is one of the per-row displacement triggers: logsync's connections compile the
@@ -409,27 +422,52 @@ package enum SchemaSQL {
             || trigger.hasSuffix("_displaced_insert") || trigger.hasSuffix("_displaced_update"))
     }
 
-    /// What a row of `_ls_job` asks for.
-    enum JobStep {
+    /// What a row inserted into a displacement view asks for.
+    enum DisplacementStep {
+        /// Note the rows an insert's values collide with.
+        static let noteInsert = 1
+        /// Note the rows an update's new values collide with.
+        static let noteUpdate = 2
         /// Record the noted rows of an insert that are gone.
-        static let recordInsert = 1
+        static let recordInsert = 3
         /// Record the noted rows of an update that are gone.
-        static let recordUpdate = 2
+        static let recordUpdate = 4
     }
 
-    /// The trigger on `_ls_job` that records an entity's noted rows that are gone, as the rule triggers and
-    /// the delete trigger would have — the delete rules first, then the delete — and drops the job row.
+    /// The `INSTEAD OF` trigger of an entity's displacement view: notes the rows the incoming values collide
+    /// with (steps 1 and 2), or records those of them that are gone (steps 3 and 4) as the rule triggers and
+    /// the delete trigger would have — the delete rules first, then the delete.
     private static func displacementJob(_ info: Catalog.EntityInfo, catalog: Catalog) -> String {
         let table = quote(info.entity.name)
         let key = quote(info.primaryKey.name)
+        let step = "NEW._ls_step"
+        let newKey = "NEW._ls_newpk"
+        func collisions(excludingSelf: Bool) -> [String] {
+            info.entity.uniqueKeys.map { columns in
+                columns.map { "T.\(quote($0)) = NEW.\(quote($0))" }.joined(separator: " AND ")
+                    + (excludingSelf ? " AND T.\(key) IS NOT \(newKey)" : "")
+            }
+        }
+        let rowid = "T.rowid = NEW._ls_newrowid AND T.\(key) IS NOT \(newKey)"
+        let insertCollisions = ["T.\(key) = \(newKey)"] + collisions(excludingSelf: false) + ["NEW._ls_newrowid <> -1 AND \(rowid)"]
+        let updateCollisions = collisions(excludingSelf: true) + ["NEW._ls_newrowid IS NOT NEW._ls_oldrowid AND \(rowid)"]
+        func note(_ kind: Int, _ conditions: [String]) -> [String] {
+            [
+                "DELETE FROM _ls_displaced WHERE \(step) = \(kind) AND entity = \(info.id) AND newpk = \(newKey)",
+                "INSERT OR REPLACE INTO _ls_displaced(entity, newpk, pk, rid, tomb) "
+                    + "SELECT \(info.id), \(newKey), T.\(key), T.rowid, \(tombstone(of: info.entity, row: "T")) FROM \(table) T "
+                    + "WHERE \(step) = \(kind) AND (\(conditions.map { "(\($0))" }.joined(separator: " OR ")))",
+            ]
+        }
         // An insert's own key may have been the collision (the row it replaced had the same key), so for an
         // insert a note with its own key counts as gone.
-        let noted = "d.entity = \(info.id) AND d.newpk = NEW.newpk"
+        let recording = "\(step) IN (\(DisplacementStep.recordInsert), \(DisplacementStep.recordUpdate))"
+        let noted = "d.entity = \(info.id) AND d.newpk = \(newKey)"
         let gone =
-            "(NEW.step = \(JobStep.recordInsert) AND d.pk = NEW.newpk OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = d.pk))"
+            "(\(step) = \(DisplacementStep.recordInsert) AND d.pk = \(newKey) OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = d.pk))"
         let replaced = "SELECT d.pk FROM _ls_displaced d WHERE \(noted) AND \(gone)"
         let liveKey = liveID(entity: "\(info.id)", rowID: "d.rid")
-        var statements: [String] = []
+        var statements = note(DisplacementStep.noteInsert, insertCollisions) + note(DisplacementStep.noteUpdate, updateCollisions)
         for child in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
             for relationship in child.entity.relationships where relationship.destination == info.entity.name {
                 let childTable = quote(child.entity.name)
@@ -440,25 +478,26 @@ package enum SchemaSQL {
                         "logsync: cannot replace this \(info.entity.name): \(child.entity.name).\(relationship.name) "
                         + "still references the row it would delete (delete rule deny)"
                     statements.append(
-                        "SELECT RAISE(ABORT, \(literal(message))) WHERE EXISTS (SELECT 1 FROM \(childTable) WHERE \(column) IN (\(replaced)))")
+                        "SELECT RAISE(ABORT, \(literal(message))) WHERE \(recording) "
+                            + "AND EXISTS (SELECT 1 FROM \(childTable) WHERE \(column) IN (\(replaced)))")
                 case .cascade:
-                    statements.append("DELETE FROM \(childTable) WHERE \(column) IN (\(replaced))")
+                    statements.append("DELETE FROM \(childTable) WHERE \(recording) AND \(column) IN (\(replaced))")
                 case .nullify:
-                    statements.append("UPDATE \(childTable) SET \(column) = NULL WHERE \(column) IN (\(replaced))")
+                    statements.append("UPDATE \(childTable) SET \(column) = NULL WHERE \(recording) AND \(column) IN (\(replaced))")
                 }
             }
         }
         statements += [
             "INSERT INTO _ls_log(kind, entity, pk, cols, tomb) SELECT 3, \(info.id), d.pk, 0, d.tomb FROM _ls_displaced d "
-                + "WHERE \(noted) AND \(gone) ORDER BY d.pk",
+                + "WHERE \(recording) AND \(noted) AND \(gone) ORDER BY d.pk",
             "INSERT OR IGNORE INTO _ls_row(entity, pk, cl, state) SELECT \(info.id), l.pk, l.cl, l.state "
-                + "FROM _ls_displaced d JOIN _ls_live l ON l.id = \(liveKey) AND l.pk = d.pk WHERE \(noted) AND \(gone)",
-            "DELETE FROM _ls_live WHERE id IN (SELECT \(liveKey) FROM _ls_displaced d WHERE \(noted) AND \(gone)) AND pk IN (\(replaced))",
-            "DELETE FROM _ls_displaced WHERE entity = \(info.id) AND (newpk = NEW.newpk "
+                + "FROM _ls_displaced d JOIN _ls_live l ON l.id = \(liveKey) AND l.pk = d.pk WHERE \(recording) AND \(noted) AND \(gone)",
+            "DELETE FROM _ls_live WHERE \(recording) AND id IN (SELECT \(liveKey) FROM _ls_displaced d WHERE \(noted) AND \(gone)) "
+                + "AND pk IN (\(replaced))",
+            "DELETE FROM _ls_displaced WHERE \(recording) AND entity = \(info.id) AND (newpk = \(newKey) "
                 + "OR NOT EXISTS (SELECT 1 FROM \(table) T WHERE T.\(key) = _ls_displaced.pk))",
-            "DELETE FROM _ls_job WHERE id = NEW.id",
         ]
-        return "CREATE TRIGGER \"\(triggerPrefix(info.id))job\" AFTER INSERT ON _ls_job WHEN NEW.entity = \(info.id) BEGIN\n"
+        return "CREATE TRIGGER \"\(triggerPrefix(info.id))job\" INSTEAD OF INSERT ON \(quote(displacementView(info.id))) BEGIN\n"
             + statements.map { "  \($0);\n" }.joined() + "END"
     }
 
