@@ -276,6 +276,31 @@ struct HostileNeighbourTests {
         try await a.stop()
     }
 
+    @Test("a column renamed by another program: the running syncd stops syncing and says how to undo it; a new one refuses to start")
+    func schemaDrift() async throws {
+        let cluster = try cluster("drift")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        let rename = try await Subprocess.run(sqliteShell, [a.storePath, "ALTER TABLE Note RENAME COLUMN title TO heading"])
+        #expect(rename.status == 0, "\(rename)")
+        let trigger = try await a.syncctl(["trigger"])
+        #expect(trigger.status == 1, "\(trigger)")
+        #expect(trigger.stderr.contains("RENAME COLUMN \"heading\" TO \"title\""), "\(trigger)")
+        let status = try await a.status()
+        #expect((status["last_error"] as? String)?.contains("changed outside logsync") == true, "\(status)")
+        #expect(try await a.stop() == 0)
+
+        let refused = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath], timeout: .seconds(30))
+        #expect(refused.status == 65, "\(refused)")
+        #expect(refused.stderr.contains("does not sync") && refused.stderr.contains("\"Note\".\"title\" is missing"), "\(refused.stderr)")
+
+        let back = try await Subprocess.run(sqliteShell, [a.storePath, "ALTER TABLE Note RENAME COLUMN heading TO title"])
+        #expect(back.status == 0, "\(back)")
+        try await a.start()
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        try await a.stop()
+    }
+
     @Test("SIGTERM during a large import exits within 5 s; the next start resumes and loses nothing")
     func stopDuringLargeImport() async throws {
         // Large enough that the import takes several seconds here; LOGSYNC_TEST_IMPORT_CHANGES=1000000 for

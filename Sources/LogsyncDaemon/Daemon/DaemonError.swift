@@ -7,6 +7,9 @@ public struct DaemonError: Error, Sendable, CustomStringConvertible {
         case socketInUse
         /// The store failed SQLite's check at start: syncing it could spread the damage.
         case damaged
+        /// Another program changed the synced tables (`StoreError.Code.schemaDrift`): syncing would make
+        /// nodes differ until the change is undone.
+        case schemaDrift
         /// The folder for the control socket is not private (another user's, writable by others, a link).
         case unsafeRuntimeFolder
         case setup
@@ -32,7 +35,7 @@ public struct DaemonError: Error, Sendable, CustomStringConvertible {
     public var exitStatus: Int32 {
         switch code {
         case .alreadyRunning: return 75
-        case .damaged: return 65
+        case .damaged, .schemaDrift: return 65
         case .unsafeRuntimeFolder: return 77
         case .socketInUse, .setup: return 71
         }

@@ -170,7 +170,14 @@ public final class SyncDaemon: Sendable {
             // Neither the configuration nor the store names one: the notes of the README's tour.
             schema = .notes
         }
-        return try Store(path: configuration.storePath, schema: schema)
+        let store: Store
+        do {
+            store = try Store(path: configuration.storePath, schema: schema)
+        } catch {
+            guard error.code == .schemaDrift else { throw error }
+            throw DaemonError(.schemaDrift, "syncd does not sync \(configuration.storePath): \(error.message)", cause: error)
+        }
+        return store
     }
 
     public var nodeID: String { store.nodeID }
