@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncTestKit
 import Testing
 
 @testable import LogsyncContexts
@@ -372,5 +373,36 @@ struct RecordCodingTests {
 
         let shortKey = failure { try samples.decode(Optionals.self, from: ["sampleID": .blob([1, 2])]) }
         #expect(shortKey?.message == "Optionals.id (UUID) cannot be read from a 2-byte blob in column sampleID (uuidBlob primary key) of entity Sample")
+    }
+}
+
+/// Text as another program may store it: with NUL characters, or bytes that are not UTF-8.
+@Suite("record text, byte for byte")
+struct RecordTextTests {
+    @Test("a String with NUL characters saves and reads back whole")
+    func nulInStrings() throws {
+        let store = try NotesStore()
+        let context = store.container.viewContext
+        let note = Note(title: "before\u{0}after", body: "\u{0}")
+        try context.insert(note)
+        try context.save(author: "test")
+        let other = try store.another()
+        defer { other.close() }
+        let fetched = try #require(try other.viewContext.object(Note.self, id: note.id))
+        #expect(fetched.title == "before\u{0}after")
+        #expect(fetched.body == "\u{0}")
+    }
+
+    @Test("text that is not UTF-8 is never repaired into a String: reading it names the column")
+    func nonUTF8Text() throws {
+        let store = try NotesStore()
+        let id = UUID()
+        try ForeignConnection(path: store.path).execute(
+            "INSERT INTO Note(id, title) VALUES (?, CAST(x'66ff00fe41' AS TEXT))", [.text(id.uuidString.lowercased())])
+        let other = try store.another()
+        defer { other.close() }
+        let error = try #require(throws: ContextError.self) { try other.viewContext.object(Note.self, id: id) }
+        #expect(error.code == .typeMismatch, "\(error)")
+        #expect(error.message.contains("title") && error.message.contains("not valid UTF-8"), "\(error)")
     }
 }

@@ -102,4 +102,24 @@ struct ForeignWriterTests {
         #expect(history.count == 1)
         #expect(history.first?.changes.count == 3)
     }
+
+    @Test("logsync prints text holding a NUL, or bytes that are not UTF-8, as an SQL literal of exactly those bytes")
+    func exactOutput() async throws {
+        let directory = try TemporaryDirectory("fw")
+        let (store, schemaFile) = try Fixtures.store(in: directory)
+        // Note.title is preserved on delete, so history shows it in the tombstones.
+        let (a, b) = (Fixtures.idText(), Fixtures.idText())
+        let script = """
+            INSERT INTO Note(id, title) VALUES ('\(a)', 'x' || char(0) || 'y'), ('\(b)', CAST(x'66ff' AS TEXT));
+            DELETE FROM Note;
+            """
+        let result = try await Subprocess.run(sqliteShell, [store.path, script])
+        #expect(result.status == 0, "\(result.stderr)")
+        let history = try await Subprocess.run(Products.path("logsync"), ["history", "--store", store.path, "--schema", schemaFile])
+        #expect(history.status == 0, "\(history.stderr)")
+        #expect(history.stdout.contains("title: CAST(X'780079' AS TEXT)"), "\(history.stdout)")
+        #expect(history.stdout.contains("title: CAST(X'66ff' AS TEXT)"), "\(history.stdout)")
+        let tombstones = try store.history().last?.changes.compactMap { $0.tombstone?["title"] }
+        #expect(Set(tombstones ?? []) == [.text("x\u{0}y"), .nonUTF8Text([0x66, 0xFF])])
+    }
 }
