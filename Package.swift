@@ -57,10 +57,15 @@ let package = Package(
                 "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .executableTarget(name: "syncd", dependencies: ["LogsyncDaemon", "LogsyncSystemd", .product(name: "Logging", package: "swift-log")]),
+        .executableTarget(
+            name: "syncd",
+            dependencies: [
+                "LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", "LogsyncSystemd", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .executableTarget(
             name: "syncctl",
-            dependencies: ["LogsyncDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "logsync",
             dependencies: [
@@ -74,7 +79,10 @@ let package = Package(
         // The example app of the contexts API.
         .executableTarget(
             name: "notes",
-            dependencies: ["LogsyncContexts", "LogsyncDaemon", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: [
+                "LogsyncContexts", "LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", "LogsyncStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         .executableTarget(
             name: "logsync-bench",
             dependencies: [

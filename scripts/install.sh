@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs logsync: syncd, syncctl and logsync into $PREFIX/bin (default /usr/local); the system,
-# template and user units into /etc/systemd/{system,user} with ExecStart pointing at $PREFIX/bin; an
-# example /etc/logsync/syncd.toml (never overwriting an existing one); and the docs into
-# $PREFIX/share/doc/logsync. DESTDIR=/some/root installs into a staging tree (for packages).
+# Installs logsync: syncd, syncctl, logsync and notes into $PREFIX/bin (default /usr/local); their man
+# pages into $PREFIX/share/man/man1 and their bash, zsh and fish completions under $PREFIX/share, both
+# generated from the commands' own parsers; the system, template and user units into
+# /etc/systemd/{system,user} with ExecStart pointing at $PREFIX/bin; an example /etc/logsync/syncd.toml
+# (never overwriting an existing one); and the docs into $PREFIX/share/doc/logsync. DESTDIR=/some/root
+# installs into a staging tree (for packages).
 # LOGSYNC_BIN_DIR=DIR installs binaries already built there instead of building a release (the test
 # suite uses this: it cannot run swift build while swift test holds the build folder).
 set -euo pipefail
@@ -14,15 +16,23 @@ if [ -n "${LOGSYNC_BIN_DIR:-}" ]; then
     bin="$LOGSYNC_BIN_DIR"
 else
     scripts/install-deps.sh
-    for product in syncd syncctl logsync; do
+    for product in syncd syncctl logsync notes; do
         swift build -c release --product "$product" >/dev/null
     done
     bin=".build/release"
 fi
 
-install -d "$root$prefix/bin" "$root/etc/systemd/system" "$root/etc/systemd/user" "$root/etc/logsync" "$root$prefix/share/doc/logsync"
-for product in syncd syncctl logsync; do
+share="$root$prefix/share"
+install -d "$root$prefix/bin" "$root/etc/systemd/system" "$root/etc/systemd/user" "$root/etc/logsync" "$share/doc/logsync" \
+    "$share/man/man1" "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d"
+for product in syncd syncctl logsync notes; do
     install -m 0755 "$bin/$product" "$root$prefix/bin/$product"
+    python3 scripts/manpage.py "$bin/$product" > "$share/man/man1/$product.1"
+    "$bin/$product" --generate-completion-script bash > "$share/bash-completion/completions/$product"
+    "$bin/$product" --generate-completion-script zsh > "$share/zsh/site-functions/_$product"
+    "$bin/$product" --generate-completion-script fish > "$share/fish/vendor_completions.d/$product.fish"
+    chmod 0644 "$share/man/man1/$product.1" "$share/bash-completion/completions/$product" \
+        "$share/zsh/site-functions/_$product" "$share/fish/vendor_completions.d/$product.fish"
 done
 for unit in syncd.service syncd@.service; do
     sed "s#/usr/local/bin/#$prefix/bin/#g" "systemd/$unit" > "$root/etc/systemd/system/$unit"
@@ -36,7 +46,7 @@ fi
 install -m 0644 README.md docs/*.md "$root$prefix/share/doc/logsync/"
 
 cat <<NEXT
-installed logsync into ${root:-/}: $prefix/bin/{syncd,syncctl,logsync}, units in /etc/systemd, config in /etc/logsync
+installed logsync into ${root:-/}: $prefix/bin/{syncd,syncctl,logsync,notes} with man pages and shell completions, units in /etc/systemd, config in /etc/logsync
 next:
   systemctl daemon-reload && systemctl enable --now syncd      # a system instance
   systemctl --user daemon-reload && systemctl --user enable --now syncd   # or one for your session

@@ -1,5 +1,6 @@
 import CSystemd
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,14 +13,21 @@ import Glibc
 /// finds every occurrence), and every other metadata key upper-cased (`NODE`, `SEGMENT`, …).
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
-    public var logLevel: Logger.Level = .info
+    /// The level of every logger the process made with this handler: one ``LogLevelSetting`` they share,
+    /// so a reload changes it for all of them.
+    public var logLevel: Logger.Level {
+        get { level.level }
+        set { level.configure(newValue) }
+    }
+    private let level: LogLevelSetting
     private let label: String
     private let identifier: String
     private let toJournal: Bool
 
-    public init(label: String, identifier: String) {
+    public init(label: String, identifier: String, level: LogLevelSetting = LogLevelSetting()) {
         self.label = label
         self.identifier = identifier
+        self.level = level
         self.toJournal = Self.stderrIsJournal()
     }
 
@@ -111,4 +119,21 @@ public enum MessageID {
     public static let clientDropped = "20d30d564c1b40aeb26f4b72ddc42e25"
     /// The store was found damaged; syncing stopped (or syncd refused to start).
     public static let damaged = "29eb065cc2b84cee9526e6fd209e99f2"
+}
+
+/// The level below which a process logs nothing: from its configuration (`[log] level`), unless its
+/// command line pinned one (`--log-level`), which configuration never overrides.
+public final class LogLevelSetting: Sendable {
+    private let state: Mutex<(level: Logger.Level, pinned: Bool)>
+
+    public init(_ level: Logger.Level = .info, pinned: Bool = false) {
+        state = Mutex((level, pinned))
+    }
+
+    public var level: Logger.Level { state.withLock { $0.level } }
+
+    /// Takes `level` from configuration, unless the command line pinned one.
+    public func configure(_ level: Logger.Level) {
+        state.withLock { if !$0.pinned { $0.level = level } }
+    }
 }

@@ -36,16 +36,62 @@ struct History: ParsableCommand {
     @Option(help: "Only transactions by this author.") var author: String?
     @Option(help: "Only changes to this entity.") var entity: String?
     @Option(help: "At most this many transactions.") var limit: Int = 1_000
+    @Flag(help: "Print a JSON array of transactions (values as docs/history.md, \"Values are kept byte for byte\", shows).") var json = false
 
     func run() throws {
         try reportingErrors {
             let store = try options.open()
             let filter = HistoryFilter(authors: author.map { [$0] }, entities: entity.map { [$0] })
-            for transaction in try store.history(after: HistoryToken(after), filter: filter, limit: limit) {
+            let transactions = try store.history(after: HistoryToken(after), filter: filter, limit: limit)
+            if json {
+                printJSON(transactions.map(HistoryJSON.init))
+                return
+            }
+            for transaction in transactions {
                 print(HistoryFormatter.describe(transaction))
             }
         }
     }
+}
+
+/// A history transaction in `logsync history --json`.
+struct HistoryJSON: Encodable {
+    struct Change: Encodable {
+        var kind: String
+        var entity: String
+        var key: DatabaseValue
+        var columns: [String]
+        var tombstone: [String: DatabaseValue]?
+    }
+
+    var token: Int64
+    /// The hybrid logical clock, as stored.
+    var timestamp: UInt64
+    /// The same as UTC wall time.
+    var time: String
+    var origin: String
+    var author: String?
+    var context: String?
+    var changes: [Change]
+
+    init(_ transaction: HistoryTransaction) {
+        token = transaction.token.rawValue
+        timestamp = transaction.timestamp.rawValue
+        time = transaction.timestamp.wallClockDescription
+        origin = "\(transaction.origin)"
+        author = transaction.author
+        context = transaction.contextName
+        changes = transaction.changes.map {
+            Change(kind: "\($0.kind)", entity: $0.entity, key: $0.primaryKey, columns: $0.changedColumns, tombstone: $0.tombstone)
+        }
+    }
+}
+
+/// Prints `value` as one line of JSON, keys sorted.
+func printJSON<T: Encodable>(_ value: T) {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    if let data = try? encoder.encode(value) { FileHandle.standardOutput.write(data + Data("\n".utf8)) }
 }
 
 struct Purge: ParsableCommand {
@@ -76,7 +122,7 @@ struct Watch: AsyncParsableCommand {
             store = try options.open()
         } catch let error as StoreError {
             FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
-            throw ExitCode(ExitCodes.storeError)
+            throw ExitCode(error.exitStatus)
         }
         let watcher = Task {
             for await token in store.commits() {
@@ -147,6 +193,7 @@ struct Sync: ParsableCommand {
     @Option(help: "At most this many changes per exported segment.") var segmentChanges: Int = 2_000
     @Option(help: "Imports apply at most this many changes per SQLite transaction.") var batchChanges: Int = ImportBatching().maximumChanges
     @Option(help: "Imports commit at least this often, in milliseconds.") var batchMs: Int = ImportBatching().maximumMilliseconds
+    @Flag(help: "Print what moved as one JSON object.") var json = false
 
     func run() throws {
         try reportingErrors {
@@ -158,6 +205,10 @@ struct Sync: ParsableCommand {
                     account: account, maximumChangesPerSegment: segmentChanges,
                     batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMs)))
             let report = try engine.sync()
+            if json {
+                printJSON(SyncJSON(report))
+                return
+            }
             for name in report.published { print("published \(name)") }
             for name in report.applied { print("applied \(name)") }
             for rejected in report.rejected { print("rejected \(rejected)") }
@@ -168,5 +219,29 @@ struct Sync: ParsableCommand {
             for file in report.ignored { print("ignored \(file)") }
             printFlushed("synced: \(report)")
         }
+    }
+}
+
+/// What `logsync sync --json` prints.
+struct SyncJSON: Encodable {
+    var published: [String]
+    var applied: [String]
+    var appliedTransactions: Int
+    var rejected: [String]
+    var quarantined: [String]
+    var ignored: [String]
+
+    init(_ report: SyncReport) {
+        published = report.published.map { "\($0)" }
+        applied = report.applied.map { "\($0)" }
+        appliedTransactions = report.appliedTransactions
+        rejected = report.rejected.map { "\($0)" }
+        quarantined = report.quarantined.map { "\($0)" }
+        ignored = report.ignored.map { "\($0)" }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case published, applied, rejected, quarantined, ignored
+        case appliedTransactions = "applied_transactions"
     }
 }

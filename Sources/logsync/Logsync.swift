@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncStore
 import LogsyncTransport
 
@@ -9,6 +10,12 @@ struct Logsync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logsync",
         abstract: "Inspect and write logsync stores: SQLite files with persistent history.",
+        discussion: """
+            Exit statuses (docs/exit-codes.md): 0 done; 1 the operation failed (a write refused by a constraint); \
+            64 bad command line; 65 the file is not a usable store or the schema is invalid; 73 the store's folder \
+            is missing or not writable; 74 the shared folder failed; 75 another writer held the store too long.
+            """,
+        version: LogsyncVersion.current,
         subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self]
     )
 }
@@ -38,28 +45,21 @@ struct StoreOptionGroup: ParsableArguments {
     }
 }
 
-/// Exit codes shared by the commands, so scripts can tell failures apart.
-enum ExitCodes {
-    static let storeError: Int32 = 3
-    static let schemaError: Int32 = 4
-    /// The shared folder or another transport failed (missing folder, full disk, a conflicting file).
-    static let transportError: Int32 = 5
-}
-
 extension ParsableCommand {
-    /// Runs `body`, turning store and schema errors into one clear line on stderr and a distinct exit code.
+    /// Runs `body`, turning store, schema and transport errors into one clear line on stderr and their exit
+    /// status.
     func reportingErrors(_ body: () throws -> Void) throws {
         do {
             try body()
         } catch let error as StoreError {
             FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
-            throw ExitCode(error.code == .schema ? ExitCodes.schemaError : ExitCodes.storeError)
+            throw ExitCode(error.exitStatus)
         } catch let error as SchemaError {
             FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
-            throw ExitCode(ExitCodes.schemaError)
+            throw ExitCode(ExitStatus.dataError)
         } catch let error as TransportError {
             FileHandle.standardError.write(Data("logsync: \(error)\n".utf8))
-            throw ExitCode(ExitCodes.transportError)
+            throw ExitCode(ExitStatus.ioError)
         }
     }
 }

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import LogsyncContexts
+import LogsyncCore
 import LogsyncDaemon
 import LogsyncPlatform
+import LogsyncStore
 
 /// `notes`: a small notes app on a logsync store, the example of the contexts API.
 ///
@@ -13,6 +15,12 @@ struct Notes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notes",
         abstract: "Notes that sync: add, list, edit and delete them, and watch other nodes' changes land.",
+        discussion: """
+            Exit statuses (docs/exit-codes.md): 0 done; 1 failed (no such note, an id that matches several); 64 bad \
+            command line; 65 the store is not usable (damaged, another schema); 73 the store's folder cannot be \
+            written; 75 another writer held the store too long; 78 bad syncd configuration.
+            """,
+        version: LogsyncVersion.current,
         subcommands: [Add.self, List.self, Edit.self, Delete.self, Watch.self]
     )
 }
@@ -37,23 +45,25 @@ struct StoreLocation: ParsableArguments {
             do {
                 path = try DaemonConfiguration.load(file: config).storePath
             } catch {
-                throw NotesFailure("\(error)")
+                throw fail("configuration error: \(error)", status: ExitStatus.configuration)
             }
         }
         do {
             try FileManager.default.createDirectory(
                 atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
             return try Container(path: path, schema: .notes)
+        } catch let error as StoreError {
+            throw fail("\(error)", status: error.exitStatus)
         } catch {
-            throw NotesFailure("\(error)")
+            throw fail("\(error)", status: ExitStatus.cannotCreate)
         }
     }
 }
 
-/// A failure explained on one line, with exit code 1.
-struct NotesFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+/// Prints `message` on stderr and returns the exit status to throw.
+func fail(_ message: String, status: Int32 = ExitStatus.failed) -> ExitCode {
+    FileHandle.standardError.write(Data("notes: \(message)\n".utf8))
+    return ExitCode(status)
 }
 
 extension Note {
@@ -72,7 +82,7 @@ extension Context {
         let lowered = prefix.lowercased()
         let matches = try fetch(Note.self).filter { $0.id.uuidString.lowercased().hasPrefix(lowered) }
         guard matches.count == 1 else {
-            throw NotesFailure(matches.isEmpty ? "no note has an id starting with '\(prefix)'" : "'\(prefix)' matches \(matches.count) notes; give more of the id")
+            throw fail(matches.isEmpty ? "no note has an id starting with '\(prefix)'" : "'\(prefix)' matches \(matches.count) notes; give more of the id")
         }
         return matches[0]
     }
@@ -112,6 +122,7 @@ struct List: ParsableCommand {
 
     @OptionGroup var location: StoreLocation
     @Option(name: .long, help: "Only notes whose title or body contains this text (ASCII case ignored).") var search: String?
+    @Flag(name: .long, help: "Print a JSON array of notes.") var json = false
 
     func run() throws {
         let container = try location.openContainer()
@@ -123,8 +134,39 @@ struct List: ParsableCommand {
         }
         let notes = try context.fetch(FetchRequest<Note>(where: filter, orderedBy: [.descending("pinned"), .ascending("title")]))
         let folders = Dictionary(try context.fetch(Folder.self).map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            let listed = notes.map { ListedNote($0, folder: $0.folder.flatMap { folders[$0.id] }) }
+            FileHandle.standardOutput.write(try encoder.encode(listed) + Data("\n".utf8))
+            return
+        }
         for note in notes { print(note.line(folder: note.folder.flatMap { folders[$0.id] })) }
         if notes.isEmpty { print("no notes") }
+    }
+}
+
+/// A note in `notes list --json`.
+struct ListedNote: Encodable {
+    var id: String
+    var title: String?
+    var body: String?
+    var pinned: Bool
+    var folder: String?
+    var folderName: String?
+
+    init(_ note: Note, folder: Folder?) {
+        id = note.id.uuidString.lowercased()
+        title = note.title
+        body = note.body
+        pinned = note.pinned
+        self.folder = note.folder.map { $0.id.uuidString.lowercased() }
+        folderName = folder?.name
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, title, body, pinned, folder
+        case folderName = "folder_name"
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LogsyncCore
 import LogsyncDaemon
 import LogsyncPlatform
 
@@ -9,38 +10,26 @@ struct Syncctl: ParsableCommand {
         commandName: "syncctl",
         abstract: "Control a running syncd: sync now, see how far behind it is, watch it work.",
         discussion: """
-            Exit codes: 0 success; 1 the sync failed; 3 syncd is not running; 4 the socket is not a syncd \
-            control socket (or speaks another protocol version); 5 no answer in time; 6 the reload failed \
-            (syncd keeps its configuration); 7 syncd answered with an error (busy, stopping, internal); \
-            8 the store is damaged (check); 64 bad command line; 77 the socket's folder is not private; \
-            78 bad configuration.
+            Exit statuses (docs/exit-codes.md): 0 success; 1 the sync failed; 64 bad command line; 65 the store is \
+            damaged (check); 69 syncd is not running; 70 syncd answered with an error (busy, stopping, internal, \
+            a watch that fell behind); 75 no answer in time; 76 the socket is not a syncd control socket (or \
+            speaks another protocol version); 77 the socket's folder is not private; 78 bad configuration, or a \
+            reload that failed (syncd keeps its configuration).
             """,
+        version: LogsyncVersion.current,
         subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self]
     )
 }
 
-/// `syncctl`'s exit codes, as `docs/control-protocol.md` lists them.
-enum ExitCodes {
-    static let syncFailed: Int32 = 1
-    static let notRunning: Int32 = 3
-    static let notOurSocket: Int32 = 4
-    static let timedOut: Int32 = 5
-    static let reloadFailed: Int32 = 6
-    static let daemonError: Int32 = 7
-    static let damaged: Int32 = 8
-    static let unsafeSocketFolder: Int32 = 77
-    static let badConfiguration: Int32 = 78
-
-    /// The exit code for an error syncd answered with.
-    static func code(for failure: ControlFailure) -> Int32 {
-        switch failure.code {
-        case .syncFailed: return syncFailed
-        case .timeout: return timedOut
-        case .unsupportedVersion: return notOurSocket
-        case .reloadFailed: return reloadFailed
-        case .damaged: return damaged
-        case .badRequest, .internalError, .shuttingDown, .tooManyClients, .slowConsumer: return daemonError
-        }
+/// The exit status for an error syncd answered with.
+func exitStatus(for failure: ControlFailure) -> Int32 {
+    switch failure.code {
+    case .syncFailed: return ExitStatus.failed
+    case .timeout: return ExitStatus.temporaryFailure
+    case .unsupportedVersion: return ExitStatus.protocolError
+    case .reloadFailed: return ExitStatus.configuration
+    case .damaged: return ExitStatus.dataError
+    case .badRequest, .internalError, .shuttingDown, .tooManyClients, .slowConsumer: return ExitStatus.daemonError
     }
 }
 
@@ -58,7 +47,7 @@ struct Connection: ParsableArguments {
             do {
                 path = try DaemonConfiguration.load(file: config).socketPath
             } catch {
-                throw Self.exit(ExitCodes.badConfiguration, "configuration error: \(error)")
+                throw Self.exit(ExitStatus.configuration, "configuration error: \(error)")
             }
             // A socket found by default may sit in a shared temporary folder: talk through it only when
             // nobody else could have put it there.
@@ -66,7 +55,7 @@ struct Connection: ParsableArguments {
             do {
                 try PrivateDirectory.verifyForClient(folder)
             } catch {
-                throw Self.exit(ExitCodes.unsafeSocketFolder, "\(error.description)")
+                throw Self.exit(ExitStatus.notPermitted, "\(error.description)")
             }
         }
         do {
@@ -84,9 +73,9 @@ struct Connection: ParsableArguments {
 
     func fail(_ error: ControlClient.Failure) -> ExitCode {
         switch error {
-        case .notRunning: return Self.exit(ExitCodes.notRunning, "\(error)")
-        case .notOurSocket, .closed: return Self.exit(ExitCodes.notOurSocket, "\(error)")
-        case .timedOut: return Self.exit(ExitCodes.timedOut, "\(error)")
+        case .notRunning: return Self.exit(ExitStatus.unavailable, "\(error)")
+        case .notOurSocket, .closed: return Self.exit(ExitStatus.protocolError, "\(error)")
+        case .timedOut: return Self.exit(ExitStatus.temporaryFailure, "\(error)")
         }
     }
 
@@ -123,14 +112,14 @@ struct Connection: ParsableArguments {
     func check(_ response: ControlResponse) throws {
         guard !response.ok else { return }
         guard let failure = response.error else {
-            throw Self.exit(ExitCodes.notOurSocket, "syncd answered 'not ok' without saying why")
+            throw Self.exit(ExitStatus.protocolError, "syncd answered 'not ok' without saying why")
         }
-        throw Self.exit(ExitCodes.code(for: failure), "\(failure.message) (\(failure.code.rawValue))")
+        throw Self.exit(exitStatus(for: failure), "\(failure.message) (\(failure.code.rawValue))")
     }
 
     /// The part of a response a command needs; a daemon that leaves it out does not speak this protocol.
     func required<T>(_ value: T?, _ field: String) throws -> T {
-        guard let value else { throw Self.exit(ExitCodes.notOurSocket, "syncd's answer has no '\(field)'") }
+        guard let value else { throw Self.exit(ExitStatus.protocolError, "syncd's answer has no '\(field)'") }
         return value
     }
 
@@ -154,7 +143,7 @@ struct Trigger: ParsableCommand {
         abstract: "Sync now: wait until a sync round that started after this request has completed, and print what moved.")
 
     @OptionGroup var connection: Connection
-    @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 30
+    @Option(help: "Give up after this many seconds (exit 75).") var timeout: Double = 30
 
     func run() throws {
         try connection.show(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 2) { response in
@@ -192,8 +181,7 @@ struct Status: ParsableCommand {
         print("store      \(status.store)")
         print("shared     \(status.sharedFolder)")
         if let last = status.lastSync {
-            let when = Date(timeIntervalSince1970: Double(last.finishedAt) / 1000)
-            print("last sync  round \(last.round) at \(when) — \(last.ok ? "ok" : "failed: \(last.error ?? "?")"), published \(last.published), applied \(last.appliedSegments) segments (\(last.appliedTransactions) transactions)")
+            print("last sync  round \(last.round) at \(UTCTime.iso8601(milliseconds: last.finishedAt)) — \(last.ok ? "ok" : "failed: \(last.error ?? "?")"), published \(last.published), applied \(last.appliedSegments) segments (\(last.appliedTransactions) transactions)")
         } else {
             print("last sync  none yet")
         }
@@ -244,7 +232,7 @@ struct History: ParsableCommand {
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print events as syncd works (one line each; JSON with --json) until interrupted or syncd stops.",
-        discussion: "Exits 0 when syncd stops, 3 when the connection ends otherwise, 7 when syncd drops a watch that fell behind.")
+        discussion: "Exits 0 when syncd stops, 69 when the connection ends otherwise, 70 when syncd drops a watch that fell behind.")
 
     @OptionGroup var connection: Connection
 
@@ -259,7 +247,7 @@ struct Watch: ParsableCommand {
             if connection.json {
                 connection.printJSON(event)
             } else {
-                FileHandle.standardOutput.write(Data("\(Date(timeIntervalSince1970: Double(event.at) / 1000)) \(event.kind.rawValue) \(event.message)\n".utf8))
+                FileHandle.standardOutput.write(Data("\(UTCTime.iso8601(milliseconds: event.at)) \(event.kind.rawValue) \(event.message)\n".utf8))
             }
         }
     }
@@ -284,7 +272,7 @@ struct Watch: ParsableCommand {
                     continue
                 case .closed:
                     if stopping { return nil }
-                    throw Connection.exit(ExitCodes.notRunning, "syncd closed the connection")
+                    throw Connection.exit(ExitStatus.unavailable, "syncd closed the connection")
                 default:
                     throw connection.fail(error)
                 }
@@ -296,7 +284,7 @@ struct Watch: ParsableCommand {
 struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make syncd re-read its configuration file; returns when the reload is done.",
-        discussion: "A file with errors changes nothing: syncd keeps running on its previous configuration, and this prints the file and line (exit 6).")
+        discussion: "A file with errors changes nothing: syncd keeps running on its previous configuration, and this prints the file and line (exit 78).")
 
     @OptionGroup var connection: Connection
 
@@ -310,10 +298,10 @@ struct Reload: ParsableCommand {
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Have syncd run SQLite's full integrity_check on its store (syncing goes on meanwhile).",
-        discussion: "Exit 0 when the store is intact; 8 when it is damaged (syncd then stops syncing it and says so in status); 5 when the check did not finish in time.")
+        discussion: "Exit 0 when the store is intact; 65 when it is damaged (syncd then stops syncing it and says so in status); 75 when the check did not finish in time.")
 
     @OptionGroup var connection: Connection
-    @Option(help: "Give up after this many seconds (exit 5).") var timeout: Double = 600
+    @Option(help: "Give up after this many seconds (exit 75).") var timeout: Double = 600
 
     func run() throws {
         let response = try connection.show(.check, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5) { response in

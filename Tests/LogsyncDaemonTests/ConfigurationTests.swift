@@ -88,4 +88,28 @@ struct ConfigurationTests {
         #expect(result.stderr.contains("\(file):4:"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.file("store.sqlite")))
     }
+
+    @Test("config/syncd.toml documents every key, in its table, with its default")
+    func exampleDocumentsEveryKey() throws {
+        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let text = try String(contentsOfFile: root + "/config/syncd.toml", encoding: .utf8)
+        var table = ""
+        var documented: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            if line.hasPrefix("[") { table = String(line.dropFirst().prefix { $0 != "]" }) }
+            if line.hasPrefix("# "), let equals = line.firstIndex(of: "="), !line.dropFirst(2).contains(" ") || line.contains(" = ") {
+                let name = line.dropFirst(2)[..<equals].trimmingCharacters(in: .whitespaces)
+                if !name.contains(" ") { documented["\(table).\(name)"] = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces) }
+            }
+        }
+        func unquoted(_ value: String) -> String { value.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+        for key in DaemonConfiguration.keys {
+            let shown = documented["\(key.table).\(key.name)"]
+            #expect(shown != nil, "[\(key.table)] \(key.name) is documented in config/syncd.toml")
+            // A key without a default is shown with an example value.
+            if key.defaultValue != "(none)", let shown {
+                #expect(unquoted(shown) == unquoted(key.defaultValue), "[\(key.table)] \(key.name) = \(key.defaultValue) in config/syncd.toml, not \(shown)")
+            }
+        }
+    }
 }

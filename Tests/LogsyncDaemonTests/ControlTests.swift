@@ -44,20 +44,20 @@ final class FakeSyncd: Sendable {
 struct ControlTests {
     /// Every way syncd can answer, and the exit code syncctl gives for it (docs/control-protocol.md).
     @Test("syncctl's exit code on every error path", arguments: [
-        (["status"], "internal", Int32(7)),
-        (["peers"], "internal", 7),
-        (["history"], "internal", 7),
-        (["watch"], "shutting_down", 7),
-        (["status"], "too_many_clients", 7),
-        (["status"], "bad_request", 7),
-        (["status"], "unsupported_version", 4),
-        (["peers"], "unsupported_version", 4),
-        (["trigger"], "sync_failed", 1),
-        (["trigger"], "timeout", 5),
-        (["trigger"], "shutting_down", 7),
-        (["reload"], "reload_failed", 6),
-        (["check"], "damaged", 8),
-        (["check"], "timeout", 5),
+        (["status"], "internal", ExitStatus.daemonError),
+        (["peers"], "internal", ExitStatus.daemonError),
+        (["history"], "internal", ExitStatus.daemonError),
+        (["watch"], "shutting_down", ExitStatus.daemonError),
+        (["status"], "too_many_clients", ExitStatus.daemonError),
+        (["status"], "bad_request", ExitStatus.daemonError),
+        (["status"], "unsupported_version", ExitStatus.protocolError),
+        (["peers"], "unsupported_version", ExitStatus.protocolError),
+        (["trigger"], "sync_failed", ExitStatus.failed),
+        (["trigger"], "timeout", ExitStatus.temporaryFailure),
+        (["trigger"], "shutting_down", ExitStatus.daemonError),
+        (["reload"], "reload_failed", ExitStatus.configuration),
+        (["check"], "damaged", ExitStatus.dataError),
+        (["check"], "timeout", ExitStatus.temporaryFailure),
     ])
     func failuresBecomeExitCodes(arguments: [String], code: String, expected: Int32) async throws {
         let directory = try TemporaryDirectory("ctl")
@@ -69,12 +69,12 @@ struct ControlTests {
     }
 
     @Test("answers that are not syncd's: a missing field, another request's id, another version, silence", arguments: [
-        ("status", #"{"v": 1, "id": ID, "ok": true}"#, Int32(4)),
-        ("peers", #"{"v": 1, "id": ID, "ok": true}"#, 4),
-        ("history", #"{"v": 1, "id": ID, "ok": true}"#, 4),
-        ("status", #"{"v": 1, "id": 999, "ok": true, "peers": []}"#, 4),
-        ("status", #"{"v": 2, "id": ID, "ok": true}"#, 4),
-        ("trigger", "", 5),
+        ("status", #"{"v": 1, "id": ID, "ok": true}"#, ExitStatus.protocolError),
+        ("peers", #"{"v": 1, "id": ID, "ok": true}"#, ExitStatus.protocolError),
+        ("history", #"{"v": 1, "id": ID, "ok": true}"#, ExitStatus.protocolError),
+        ("status", #"{"v": 1, "id": 999, "ok": true, "peers": []}"#, ExitStatus.protocolError),
+        ("status", #"{"v": 2, "id": ID, "ok": true}"#, ExitStatus.protocolError),
+        ("trigger", "", ExitStatus.temporaryFailure),
     ])
     func strangeAnswers(command: String, answer: String, expected: Int32) async throws {
         let directory = try TemporaryDirectory("ctl")
@@ -90,11 +90,11 @@ struct ControlTests {
     @Test("a bad command line exits 64, a bad configuration 78")
     func usageAndConfiguration() async throws {
         let directory = try TemporaryDirectory("ctl")
-        #expect(try await Subprocess.run(Products.path("syncctl"), ["frobnicate"]).status == 64)
-        #expect(try await Subprocess.run(Products.path("syncctl"), ["status", "--bogus"]).status == 64)
+        #expect(try await Subprocess.run(Products.path("syncctl"), ["frobnicate"]).status == ExitStatus.usage)
+        #expect(try await Subprocess.run(Products.path("syncctl"), ["status", "--bogus"]).status == ExitStatus.usage)
         let file = try directory.write("syncd.toml", "[sync]\naccount = 42\n")
         let result = try await Subprocess.run(Products.path("syncctl"), ["status", "--config", file])
-        #expect(result.status == 78)
+        #expect(result.status == ExitStatus.configuration)
         #expect(result.stderr.contains("\(file):2:"), "\(result.stderr)")
     }
 
@@ -162,7 +162,7 @@ struct ControlTests {
         }
         #expect(refusal?.error?.code == .tooManyClients, "\(String(describing: refusal))")
         let busy = try await a.syncctl(["status"])
-        #expect(busy.status == 7 && busy.stderr.contains("already serves 32 control clients"), "\(busy)")
+        #expect(busy.status == ExitStatus.daemonError && busy.stderr.contains("already serves 32 control clients"), "\(busy)")
         try await a.awaitLog("refused")
 
         // Ten leave: their slots free up at once.

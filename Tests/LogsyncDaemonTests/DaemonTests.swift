@@ -207,7 +207,7 @@ struct DaemonRefusalTests {
         let a = try cluster.addNode("a")
         try await a.start()
         let second = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath])
-        #expect(second.status == 75)
+        #expect(second.status == ExitStatus.temporaryFailure)
         #expect(second.stderr.contains("already running on \(a.storePath)"), "\(second.stderr)")
         #expect(try await a.syncctl(["status"]).status == 0, "the first one is unharmed")
         try await a.stop()
@@ -219,7 +219,7 @@ struct DaemonRefusalTests {
         let a = try cluster.addNode("a")
         let squatter = try UnixSocket.listen(at: a.socketPath)
         let result = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath])
-        #expect(result.status == 71)
+        #expect(result.status == ExitStatus.systemError)
         #expect(result.stderr.contains("control socket \(a.socketPath) is in use"), "\(result.stderr)")
         // syncctl aimed at something that is not syncd says so, with its own exit code.
         // The squatter answers every connection (syncd's probe is still in its backlog) with something else,
@@ -230,7 +230,7 @@ struct DaemonRefusalTests {
             answered.signal()
         }.start()
         let confused = try await a.syncctl(["status"])
-        #expect(confused.status == 4, "\(confused)")
+        #expect(confused.status == ExitStatus.protocolError, "\(confused)")
         #expect(confused.stderr.contains("not a syncd control socket"))
         squatter.shutdown()
         answered.wait()
@@ -240,7 +240,7 @@ struct DaemonRefusalTests {
     func notRunning() async throws {
         let directory = try TemporaryDirectory("none")
         let result = try await Subprocess.run(Products.path("syncctl"), ["status", "--socket", directory.file("absent.sock")])
-        #expect(result.status == 3)
+        #expect(result.status == ExitStatus.unavailable)
         #expect(result.stderr.contains("syncd is not running"))
     }
 }

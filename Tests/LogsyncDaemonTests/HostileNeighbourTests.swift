@@ -254,7 +254,7 @@ struct HostileNeighbourTests {
         let sqlite = try await Subprocess.run(sqliteShell, [a.storePath, "PRAGMA integrity_check"])
         #expect(!sqlite.stdout.hasPrefix("ok"), "SQLite itself finds the store malformed: \(sqlite)")
         let refused = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath], timeout: .seconds(30))
-        #expect(refused.status == 65, "\(refused)")
+        #expect(refused.status == ExitStatus.dataError, "\(refused)")
         #expect(refused.stderr.contains("the store \(a.storePath) is damaged") && refused.stderr.contains("quick_check"), "\(refused.stderr)")
         #expect(refused.stderr.contains("does not sync it"), "\(refused.stderr)")
 
@@ -265,7 +265,7 @@ struct HostileNeighbourTests {
         try await a.start()
         try Damage.overwriteMiddlePage(of: a.storePath)
         let check = try await a.syncctl(["check"])
-        #expect(check.status == 8, "\(check)")
+        #expect(check.status == ExitStatus.dataError, "\(check)")
         #expect(check.stdout.contains("store DAMAGED"), "\(check)")
         let status = try await a.status()
         #expect(status["state"] as? String == "halted", "\(status)")
@@ -291,7 +291,7 @@ struct HostileNeighbourTests {
         #expect(try await a.stop() == 0)
 
         let refused = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath], timeout: .seconds(30))
-        #expect(refused.status == 65, "\(refused)")
+        #expect(refused.status == ExitStatus.dataError, "\(refused)")
         #expect(refused.stderr.contains("does not sync") && refused.stderr.contains("\"Note\".\"title\" is missing"), "\(refused.stderr)")
 
         let back = try await Subprocess.run(sqliteShell, [a.storePath, "ALTER TABLE Note RENAME COLUMN heading TO title"])
@@ -364,12 +364,12 @@ struct HostileNeighbourTests {
             .replacingOccurrences(of: "socket = \"s.sock\"", with: "socket = \"\(runtime)/syncd.sock\"")
         try configuration.write(toFile: a.configPath, atomically: true, encoding: .utf8)
         let result = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath], timeout: .seconds(30))
-        #expect(result.status == 77, "\(result)")
+        #expect(result.status == ExitStatus.notPermitted, "\(result)")
         #expect(result.stderr.contains("refusing \(runtime)"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: runtime + "/syncd.sock"))
         // syncctl, finding the socket through the same configuration, does not talk through it either.
         let syncctl = try await Subprocess.run(Products.path("syncctl"), ["status", "--config", a.configPath])
-        #expect(syncctl.status == 77, "\(syncctl)")
+        #expect(syncctl.status == ExitStatus.notPermitted, "\(syncctl)")
         #expect(syncctl.stderr.contains("refusing \(runtime)"), "\(syncctl.stderr)")
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncDaemon
 @testable import LogsyncSystemd
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -91,7 +92,7 @@ struct SystemdTests {
         #expect(a.process?.process.isRunning == true)
         #expect(try await a.syncctl(["status"]).status == 0)
         let failed = try await a.syncctl(["reload"])
-        #expect(failed.status == 6)
+        #expect(failed.status == ExitStatus.configuration)
         try await a.stop()
     }
 
@@ -145,7 +146,7 @@ struct JournalAndInstallTests {
         #expect(ids.allSatisfy { $0.count == 32 && $0.allSatisfy(\.isHexDigit) })
     }
 
-    @Test("scripts/install.sh puts binaries, units, config and docs in place under DESTDIR")
+    @Test("scripts/install.sh puts binaries, man pages, completions, units, config and docs in place under DESTDIR")
     func installIntoStagingRoot() async throws {
         let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
         let staging = try TemporaryDirectory("inst")
@@ -155,9 +156,21 @@ struct JournalAndInstallTests {
         environment["LOGSYNC_BIN_DIR"] = Products.directory
         let result = try await Subprocess.run("/bin/bash", [root + "/scripts/install.sh"], environment: environment, timeout: .seconds(60))
         #expect(result.status == 0, "\(result.stderr)")
-        for file in ["opt/logsync/bin/syncd", "opt/logsync/bin/syncctl", "opt/logsync/bin/logsync"] {
-            #expect(FileManager.default.isExecutableFile(atPath: staging.file(file)), "\(file)")
+        for tool in ["syncd", "syncctl", "logsync", "notes"] {
+            #expect(FileManager.default.isExecutableFile(atPath: staging.file("opt/logsync/bin/\(tool)")), "\(tool)")
+            // A man page and completions for bash, zsh and fish, generated from the tool's own parser.
+            let page = try String(contentsOfFile: staging.file("opt/logsync/share/man/man1/\(tool).1"), encoding: .utf8)
+            #expect(page.hasPrefix(".TH \"\(tool.uppercased())\" \"1\""), "\(tool).1: \(page.prefix(200))")
+            #expect(page.contains(".SH OPTIONS") && page.contains("\\-\\-version"), "\(tool).1")
+            let bash = try String(contentsOfFile: staging.file("opt/logsync/share/bash-completion/completions/\(tool)"), encoding: .utf8)
+            #expect(bash.contains("-F _\(tool) \(tool)"), "bash completion of \(tool)")
+            let zsh = try String(contentsOfFile: staging.file("opt/logsync/share/zsh/site-functions/_\(tool)"), encoding: .utf8)
+            #expect(zsh.hasPrefix("#compdef \(tool)"), "zsh completion of \(tool)")
+            let fish = try String(contentsOfFile: staging.file("opt/logsync/share/fish/vendor_completions.d/\(tool).fish"), encoding: .utf8)
+            #expect(fish.contains("complete -c '\(tool)'"), "fish completion of \(tool)")
         }
+        let syncctlPage = try String(contentsOfFile: staging.file("opt/logsync/share/man/man1/syncctl.1"), encoding: .utf8)
+        #expect(syncctlPage.contains(".SS trigger") && syncctlPage.contains("\\-\\-timeout"), "subcommands are in the page")
         let unit = try String(contentsOfFile: staging.file("etc/systemd/system/syncd.service"), encoding: .utf8)
         #expect(unit.contains("ExecStart=/opt/logsync/bin/syncd --config /etc/logsync/syncd.toml"))
         #expect(FileManager.default.fileExists(atPath: staging.file("etc/systemd/system/syncd@.service")))

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncStore
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -40,7 +41,7 @@ struct StoreOpenErrorTests {
         let directory = try TemporaryDirectory("bad")
         let schema = try directory.write("schema.json", #"{"version": 1, "entities": [{"name": "Item", "primaryKey": {"name": "id", "type": "integer"}}]}"#)
         let result = try await Subprocess.run(Products.path("logsync"), ["history", "--store", directory.file("s.sqlite"), "--schema", schema])
-        #expect(result.status == 4)
+        #expect(result.status == ExitStatus.dataError)
         #expect(result.stderr.contains("Item.id"))
         #expect(try filesIn(directory) == ["schema.json"])
     }
@@ -73,7 +74,7 @@ struct StoreOpenErrorTests {
         } else {
             result = try await Subprocess.run(Products.path("logsync"), arguments)
         }
-        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.status == ExitStatus.cannotCreate, "\(result.stderr)")
         #expect(result.stderr.contains("\(readOnly) is not writable"), "\(result.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: readOnly).isEmpty)
     }

@@ -2,6 +2,7 @@ import Foundation
 import LogsyncCore
 import LogsyncStore
 import LogsyncSync
+import LogsyncPlatform
 import LogsyncTestKit
 import LogsyncTransport
 import Testing
@@ -250,7 +251,7 @@ struct SharedFolderSyncTests {
         let missing = cluster.directory.file("nowhere")
         let result = try await Subprocess.run(
             Products.path("logsync"), ["sync", "--store", a.path, "--schema", cluster.schemaFile, "--shared", missing])
-        #expect(result.status == 5)
+        #expect(result.status == ExitStatus.ioError)
         #expect(result.stderr.contains("the shared folder \(missing) does not exist"))
         #expect(!FileManager.default.fileExists(atPath: missing))
         #expect(try a.exportedSequence() == 0, "nothing exported to a folder that is not there")

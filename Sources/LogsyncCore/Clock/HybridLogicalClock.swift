@@ -26,12 +26,7 @@ public struct HLCTimestamp: Sendable, Hashable, Comparable, Codable, CustomStrin
     /// The physical part as UTC wall time for people, with the logical counter when it is not zero:
     /// `2026-11-21T10:02:42.530Z`, `2026-11-21T10:02:42.530Z+3`.
     public var wallClockDescription: String {
-        var seconds = time_t(physicalMilliseconds / 1000)
-        var utc = tm()
-        gmtime_r(&seconds, &utc)
-        let text = String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
-            utc.tm_hour, utc.tm_min, utc.tm_sec, Int32(physicalMilliseconds % 1000))
+        let text = UTCTime.iso8601(milliseconds: physicalMilliseconds)
         return logical == 0 ? text : text + "+\(logical)"
     }
 

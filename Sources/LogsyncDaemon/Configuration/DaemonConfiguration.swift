@@ -19,6 +19,8 @@ public struct DaemonConfiguration: Sendable {
     public var batchMilliseconds: Int
     public var maximumBackoffMilliseconds: Int
     public var socketPath: String
+    /// The least severe log entries written: one of ``logLevels``.
+    public var logLevel: String
     /// Where the settings came from: a file path, or "embedded defaults".
     public var source: String
 
@@ -52,7 +54,12 @@ public struct DaemonConfiguration: Sendable {
             meaning: "after failures, retry with exponential backoff up to this delay"),
         Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
             meaning: "the control socket syncctl talks to (owner-only, in a folder only syncd's user can write)"),
+        Key(table: "log", name: "level", type: "string", defaultValue: "\"info\"",
+            meaning: "the least severe entries logged: trace, debug, info, notice, warning, error or critical (syncd --log-level overrides it; a reload applies it)"),
     ]
+
+    /// The names `[log] level` takes, least severe first (swift-log's levels).
+    public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
 
     /// Configuration files larger than this are refused rather than read.
     public static let maximumFileBytes = 32 << 20
@@ -65,7 +72,7 @@ public struct DaemonConfiguration: Sendable {
             storePath: paths.state + "/store.sqlite", schemaPath: nil, account: "default", sharedFolder: paths.state + "/shared",
             rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: ImportBatching().maximumChanges,
             batchMilliseconds: ImportBatching().maximumMilliseconds, maximumBackoffMilliseconds: 60_000,
-            socketPath: paths.runtime + "/syncd.sock", source: "embedded defaults")
+            socketPath: paths.runtime + "/syncd.sock", logLevel: "info", source: "embedded defaults")
         let chosen = file ?? paths.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
         guard let chosen else {
             try configuration.validateSocket(file: configuration.source, line: 0)
@@ -141,6 +148,12 @@ public struct DaemonConfiguration: Sendable {
             case ("control", "socket"):
                 socketPath = resolve(try string())
                 socketLine = entry.line
+            case ("log", "level"):
+                let value = try string()
+                guard Self.logLevels.contains(value) else {
+                    throw ConfigError(file: file, line: entry.line, "'log.level' must be one of \(Self.logLevels.joined(separator: ", ")), got \"\(value.excerpt())\"")
+                }
+                logLevel = value
             default: break
             }
         }

@@ -31,13 +31,13 @@ public struct DaemonError: Error, Sendable, CustomStringConvertible {
         return message.contains(detail) ? message : "\(message): \(detail)"
     }
 
-    /// `syncd`'s exit status for this error (`docs/control-protocol.md`).
+    /// `syncd`'s exit status for this error (`docs/exit-codes.md`).
     public var exitStatus: Int32 {
         switch code {
-        case .alreadyRunning: return 75
-        case .damaged, .schemaDrift: return 65
-        case .unsafeRuntimeFolder: return 77
-        case .socketInUse, .setup: return 71
+        case .alreadyRunning: return ExitStatus.temporaryFailure
+        case .damaged, .schemaDrift: return ExitStatus.dataError
+        case .unsafeRuntimeFolder: return ExitStatus.notPermitted
+        case .socketInUse, .setup: return ExitStatus.systemError
         }
     }
 }

@@ -23,6 +23,7 @@ public final class SyncDaemon: Sendable {
     private let loop: SyncLoop
     private let server: ControlServer
     private let logger: Logger
+    private let logLevel: LogLevelSetting
     private let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
     private let state: Mutex<State>
@@ -65,8 +66,12 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Opens everything the daemon needs; throws a ``DaemonError`` that says what to fix.
-    public init(configuration: DaemonConfiguration, logger: Logger) throws {
+    /// - Parameter logLevel: the level of the process's loggers, which `[log] level` sets (and a reload
+    ///   changes) unless the command line pinned it.
+    public init(configuration: DaemonConfiguration, logger: Logger, logLevel: LogLevelSetting = LogLevelSetting()) throws {
         self.logger = logger
+        self.logLevel = logLevel
+        logLevel.configure(Logger.Level(rawValue: configuration.logLevel) ?? .info)
         let storeDirectory = URL(fileURLWithPath: configuration.storePath).deletingLastPathComponent().path
         let socketDirectory = URL(fileURLWithPath: configuration.socketPath).deletingLastPathComponent().path
         do {
@@ -282,6 +287,8 @@ public final class SyncDaemon: Sendable {
         applied.batchChanges = new.batchChanges
         applied.batchMilliseconds = new.batchMilliseconds
         applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
+        applied.logLevel = new.logLevel
+        logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
         state.withLock { $0.configuration = applied }
         loop.reconfigure(
             engine: SyncEngine(store: store, transport: transport, configuration: applied.syncConfiguration),
@@ -479,6 +486,8 @@ public final class SyncDaemon: Sendable {
             if !report.interrupted { tellJournal(about: report) }
             if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty {
                 logger.info("round \(summary.round): \(report)", metadata: ["message_id": "\(MessageID.syncCompleted)"])
+            } else {
+                logger.debug("round \(summary.round): nothing to move (\(summary.finishedAt - summary.startedAt) ms)")
             }
             notifier.status(statusLine())
             publish(DaemonEvent(kind: .syncFinished, at: summary.finishedAt, message: "round \(summary.round): \(report)"))

@@ -1,5 +1,6 @@
 import LogsyncCore
 @_exported import struct LogsyncPlatform.SystemError
+import enum LogsyncPlatform.ExitStatus
 
 /// Why a store operation failed: a code to switch on, a message that says what and where, and the
 /// underlying cause when there is one.
@@ -53,6 +54,17 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         if let path, !message.contains(path) { text += " (\(path))" }
         if let cause { text += ": \(cause)" }
         return text
+    }
+
+    /// The exit status of a command that stops on this error (`docs/exit-codes.md`).
+    public var exitStatus: Int32 {
+        switch code {
+        case .directoryMissing, .notWritable: return ExitStatus.cannotCreate
+        case .notADatabase, .incompatibleFormat, .schema, .schemaDrift: return ExitStatus.dataError
+        case .busy: return ExitStatus.temporaryFailure
+        case .system: return ExitStatus.ioError
+        default: return ExitStatus.failed
+        }
     }
 
     /// Maps a SQLite failure to the code a caller can act on.

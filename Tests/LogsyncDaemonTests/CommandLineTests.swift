@@ -1,0 +1,77 @@
+import Foundation
+import LogsyncCore
+import LogsyncDaemon
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// One convention for every executable (`docs/exit-codes.md`): swift-argument-parser, `--version`,
+/// `--help`, 64 for a bad command line, `--json` where the output is data, ISO 8601 UTC times.
+@Suite("command-line conventions")
+struct CommandLineTests {
+    static let tools = ["syncd", "syncctl", "logsync", "notes"]
+
+    @Test("every command answers --version with logsync's version, --help with its usage, and a bad command line with 64", arguments: tools)
+    func versionHelpUsage(tool: String) async throws {
+        let version = try await Subprocess.run(Products.path(tool), ["--version"])
+        #expect(version.status == ExitStatus.ok && version.stdout == LogsyncVersion.current + "\n", "\(version)")
+        let help = try await Subprocess.run(Products.path(tool), ["--help"])
+        #expect(help.status == ExitStatus.ok && help.stdout.contains("USAGE: \(tool)"), "\(help)")
+        #expect(help.stdout.contains("--version"), "\(help.stdout)")
+        #expect(help.stdout.contains("Exit statuses"), "every --help names its exit statuses: \(help.stdout)")
+        let bad = try await Subprocess.run(Products.path(tool), ["--no-such-option"])
+        #expect(bad.status == ExitStatus.usage, "\(bad)")
+    }
+
+    @Test("syncd takes its log level from --log-level, else [log] level; a wrong level is a configuration error with file:line")
+    func logLevel() async throws {
+        let directory = try TemporaryDirectory("lvl")
+        let file = try directory.write("syncd.toml", "[log]\nlevel = \"loud\"\n")
+        let result = try await Subprocess.run(Products.path("syncd"), ["--config", file])
+        #expect(result.status == ExitStatus.configuration, "\(result)")
+        #expect(result.stderr.contains("\(file):2:") && result.stderr.contains("'log.level' must be one of"), "\(result.stderr)")
+        let option = try await Subprocess.run(Products.path("syncd"), ["--log-level", "loud"])
+        #expect(option.status == ExitStatus.usage, "\(option)")
+
+        let cluster = try cluster("lvl")
+        let a = try cluster.addNode("a", extra: ["", "[log]", "level = \"debug\""])
+        try await a.start()
+        try await a.awaitLog("[debug]")
+        try await a.stop()
+    }
+
+    @Test("logsync history --json keeps every value exactly; notes list --json lists the notes; syncctl prints ISO 8601 UTC times")
+    func jsonAndTimes() async throws {
+        let directory = try TemporaryDirectory("json")
+        let path = directory.file("s.sqlite")
+        let store = try Store(path: path, schema: .notes)
+        let id = UUID().uuidString.lowercased()
+        try store.write(author: "ann") { try $0.execute("INSERT INTO Note(id, title, body) VALUES (?, 'a' || char(0) || 'b', CAST(x'ff' AS TEXT))", [.text(id)]) }
+        try store.write(author: "ann") { try $0.execute("DELETE FROM Note") }
+        let history = try await Subprocess.run(Products.path("logsync"), ["history", "--store", path, "--json"])
+        #expect(history.status == 0, "\(history)")
+        let transactions = try #require(try JSONSerialization.jsonObject(with: Data(history.stdout.utf8)) as? [[String: Any]])
+        #expect(transactions.count == 2)
+        #expect((transactions[0]["time"] as? String)?.hasSuffix("Z") == true, "\(transactions[0])")
+        let deleted = try #require((transactions[1]["changes"] as? [[String: Any]])?.first)
+        #expect(deleted["kind"] as? String == "delete" && deleted["key"] as? String == id, "\(deleted)")
+        let tombstone = try #require(deleted["tombstone"] as? [String: Any])
+        #expect(tombstone["title"] as? String == "a\u{0}b", "\(tombstone)")
+
+        let notes = try await Subprocess.run(Products.path("notes"), ["add", "Hello", "--store", path])
+        #expect(notes.status == 0, "\(notes)")
+        let list = try await Subprocess.run(Products.path("notes"), ["list", "--json", "--store", path])
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(listed.map { $0["title"] as? String } == ["Hello"], "\(list)")
+
+        let cluster = try cluster("iso")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let status = try await a.syncctl(["status"])
+        let iso = #/last sync  round \d+ at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/#
+        #expect(status.stdout.contains(iso), "\(status.stdout)")
+        try await a.stop()
+    }
+}
