@@ -117,20 +117,13 @@ public final class Subprocess: Sendable {
     }
 
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else {
-                kill(process.processIdentifier, SIGKILL)
-                throw SubprocessError.timedOut(waitingFor: "exit", stdout: stdout, stderr: stderr)
-            }
-            try await Task.sleep(for: .milliseconds(5))
+        guard try await poll(timeout: timeout, every: .milliseconds(5), { process.isRunning ? nil : true }) != nil else {
+            kill(process.processIdentifier, SIGKILL)
+            throw SubprocessError.timedOut(waitingFor: "exit", stdout: stdout, stderr: stderr)
         }
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
         // them are gone (bounded, in case a grandchild keeps them open).
-        let drained = ContinuousClock.now + .seconds(10)
-        while output.withLock({ $0.endedStreams < 2 }) && ContinuousClock.now < drained {
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        _ = try await poll(timeout: .seconds(10), every: .milliseconds(1)) { output.withLock { $0.endedStreams == 2 } ? true : nil }
         return process.terminationStatus
     }
 

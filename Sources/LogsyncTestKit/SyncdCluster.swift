@@ -16,11 +16,12 @@ public final class SyncdCluster: Sendable {
     /// The nodes added so far, in order.
     public var nodes: [SyncdNode] { added.withLock { $0 } }
 
-    public init(_ label: String = "d", schema: Schema, schemaJSON: String) throws {
+    /// A cluster whose daemons register `schema` (written for them as JSON, `Schema.json`).
+    public init(_ label: String = "d", schema: Schema) throws {
         directory = try TemporaryDirectory(label)
         shared = directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
-        schemaFile = try directory.write("schema.json", schemaJSON)
+        schemaFile = try directory.write("schema.json", schema.json)
         self.schema = schema
     }
 

@@ -23,10 +23,11 @@ struct BlockingTests {
         let release = Blockers()
         let width = ProcessInfo.processInfo.activeProcessorCount
         for _ in 0..<(width - 1) { Task.detached { release.block() } }
-        guard try await poll(timeout: .seconds(120), { release.blocked >= width - 1 ? true : nil }) == true else {
+        do {
+            try await eventually(within: .seconds(120), "the pool's other threads to come free") { release.blocked >= width - 1 }
+        } catch {
             release.open()
-            Issue.record("the pool's other threads never came free")
-            return
+            throw error
         }
         // This test's own thread is blocked too from here on: it waits without yielding.
         try writer.viewContext.insert(Note(title: "while the pool is busy"))
@@ -64,9 +65,7 @@ struct BlockingTests {
         }
         // The save announces itself (the store's -writers file) before it waits for SQLite's lock.
         let announcement = try AnnouncementLock(path: store.path + "-writers")
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !announcement.isAnnounced, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
-        #expect(announcement.isAnnounced, "the save is waiting for the lock")
+        try await eventually(within: .seconds(10), every: .milliseconds(1), "the save to wait for the lock") { announcement.isAnnounced }
 
         let started = ContinuousClock.now
         #expect(context.hasChanges)
@@ -78,9 +77,7 @@ struct BlockingTests {
         #expect(elapsed < .milliseconds(300), "reads and edits went on during the save: \(elapsed)")
         try holder.send("commit\n")
 
-        let finished = ContinuousClock.now + .seconds(20)
-        while saved.withLock({ $0 }) == nil, ContinuousClock.now < finished { try await Task.sleep(for: .milliseconds(5)) }
-        let token = try #require(try saved.withLock { $0 }?.get())
+        let token = try await eventually(within: .seconds(20), every: .milliseconds(5), "the save to finish") { saved.withLock { $0 } }.get()
         #expect(try store.container.store.history().last?.token == token)
         // The edit made meanwhile is still unsaved, over the saved row, and the next save writes it.
         #expect(context.changedObjects == [note.objectID])

@@ -165,10 +165,6 @@ final class PrintedLines: Sendable {
 
     /// Waits until `line` has been printed, for at most `timeout`.
     func waitFor(_ line: String, within timeout: Duration = .seconds(30)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !lines.contains(line) {
-            guard ContinuousClock.now < deadline else { throw StreamTimeout(delivered: lines.count) }
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try await eventually(within: timeout, every: .milliseconds(1), "'\(line)' among \(lines.count) printed lines") { lines.contains(line) }
     }
 }

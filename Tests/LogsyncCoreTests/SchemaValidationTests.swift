@@ -70,3 +70,30 @@ struct SchemaValidationTests {
         #expect(throws: SchemaError.self) { try Schema(json: Data("not json".utf8)) }
     }
 }
+
+@Suite("Schema as JSON")
+struct SchemaJSONTests {
+    @Test("a schema written as JSON reads back equal: every type, defaults of each kind, rules, unique keys, preserved attributes")
+    func roundTrip() throws {
+        let everything = Schema(version: 7, entities: [
+            Entity(
+                "Kinds", primaryKey: PrimaryKey("key", .uuidBlob),
+                attributes: AttributeType.allCases.map { Attribute("a_\($0.rawValue)", $0) } + [
+                    Attribute("count", .integer, optional: false, default: -9_223_372_036_854_775_807),
+                    Attribute("ratio", .real, optional: false, default: 1.0),
+                    Attribute("tiny", .real, default: 5e-324),
+                    Attribute("label", .text, optional: false, default: "quote \" back\\slash é \u{1F680}", preservedOnDelete: true),
+                ],
+                uniqueKeys: [["label"], ["a_integer", "a_text"]]),
+            Entity(
+                "Ref", attributes: [Attribute("name", .text)],
+                relationships: [
+                    Relationship("kinds", to: "Kinds", deleteRule: .deny), Relationship("other", to: "Ref", deleteRule: .nullify),
+                ]),
+        ])
+        for schema in [everything, .notes, .convergence] {
+            let read = try Schema(json: Data(schema.json.utf8))
+            #expect(read == schema, "\(schema.json)")
+        }
+    }
+}

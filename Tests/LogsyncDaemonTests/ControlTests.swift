@@ -106,11 +106,11 @@ struct ControlTests {
         let watch = try Subprocess(Products.path("syncctl"), ["watch", "--json", "--socket", a.socketPath])
         defer { watch.process.terminate() }
         // Rounds until the watch has seen one (it subscribes once connected, which takes a moment).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !watch.stdout.contains("\"sync_finished\""), ContinuousClock.now < deadline {
+        try await eventually(within: .seconds(20), every: .zero, "a sync_finished event in the watch:\n\(watch.stdout) \(watch.stderr)") { () async throws -> Bool in
+            if watch.stdout.contains("\"sync_finished\"") { return true }
             #expect(try await a.syncctl(["trigger"]).status == 0)
+            return false
         }
-        #expect(watch.stdout.contains("\"sync_finished\""), "\(watch.stdout) \(watch.stderr)")
         #expect(try await a.stop() == 0)
         let status = try await watch.waitForExit(timeout: .seconds(10))
         #expect(status == 0, "\(watch.stdout) \(watch.stderr)")
@@ -152,28 +152,22 @@ struct ControlTests {
         var idle = try (0..<32).map { _ in try UnixSocket.connect(to: a.socketPath) }
         let connectedAt = ContinuousClock.now
         // The server admits them one at a time: wait until the 33rd is refused.
-        let deadline = ContinuousClock.now + .seconds(10)
-        var refusal: ControlResponse?
-        while refusal == nil, ContinuousClock.now < deadline {
+        let refusal = try await eventually(within: .seconds(10), every: .zero, "the 33rd client to be refused") { () -> ControlResponse? in
             let extra = try UnixSocket.connect(to: a.socketPath)
             extra.setReceiveTimeout(milliseconds: 200)
             var reader = LineReader(extra)
-            if let line = try? reader.next() { refusal = try? JSONDecoder().decode(ControlResponse.self, from: Data(line)) }
+            return (try? reader.next()).flatMap { $0 }.flatMap { try? JSONDecoder().decode(ControlResponse.self, from: Data($0)) }
         }
-        #expect(refusal?.error?.code == .tooManyClients, "\(String(describing: refusal))")
+        #expect(refusal.error?.code == .tooManyClients, "\(refusal)")
         let busy = try await a.syncctl(["status"])
         #expect(busy.status == ExitStatus.daemonError && busy.stderr.contains("already serves 32 control clients"), "\(busy)")
         try await a.awaitLog("refused")
 
         // Ten leave: their slots free up at once.
         idle.removeLast(10)
-        let freed = ContinuousClock.now + .seconds(10)
-        var status = try await a.syncctl(["status"])
-        while status.status != 0, ContinuousClock.now < freed {
-            try await Task.sleep(for: .milliseconds(20))
-            status = try await a.syncctl(["status"])
+        try await eventually(within: .seconds(10), every: .milliseconds(20), "a freed slot for syncctl status") {
+            try await a.syncctl(["status"]).status == 0
         }
-        #expect(status.status == 0, "\(status)")
 
         // The rest never send a request: the server closes them after its 10 s request deadline.
         let last = idle[0]
@@ -209,10 +203,8 @@ struct ControlTests {
         // Still exactly one live watcher of the shared folder: a's publish wakes b at once.
         let id = UUID().uuidString.lowercased()
         try a.openStore().write(author: "a") { try $0.insert("Note", ["id": .text(id), "title": "after reloads"]) }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while try b.openStore().read("SELECT 1 FROM Note WHERE id = ?", [.text(id)]).isEmpty {
-            guard ContinuousClock.now < deadline else { Issue.record("b no longer notices arrivals:\n\(b.log)"); break }
-            try await Task.sleep(for: .milliseconds(10))
+        try await eventually(within: .seconds(5), every: .milliseconds(10), "b to notice the arrival:\n\(b.log)") {
+            try !b.openStore().read("SELECT 1 FROM Note WHERE id = ?", [.text(id)]).isEmpty
         }
         try await a.stop()
         try await b.stop()

@@ -6,17 +6,16 @@ import LogsyncStore
 import LogsyncTestKit
 import Testing
 
-let notesJSON = """
-    {"version": 1, "entities": [
-      {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}]},
-      {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
-       "attributes": [{"name": "title", "type": "text"}, {"name": "rank", "type": "integer"}],
-       "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"}]}
-    ]}
-    """
+/// Folders and their notes, as the daemon tests write them.
+let daemonTestSchema = Schema(version: 1, entities: [
+    Entity("Folder", attributes: [Attribute("name", .text)]),
+    Entity(
+        "Note", attributes: [Attribute("title", .text), Attribute("rank", .integer)],
+        relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+])
 
 func cluster(_ label: String) throws -> SyncdCluster {
-    try SyncdCluster(label, schema: try Schema(json: Data(notesJSON.utf8)), schemaJSON: notesJSON)
+    try SyncdCluster(label, schema: daemonTestSchema)
 }
 
 func note(_ title: String) -> [String: DatabaseValue] {

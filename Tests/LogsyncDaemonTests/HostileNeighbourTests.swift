@@ -313,10 +313,8 @@ struct HostileNeighbourTests {
         defer { b.process?.process.terminate() }
         let target = try b.openStore()
         // Wait until the import is well under way: a tenth of it committed, most still to come.
-        let deadline = ContinuousClock.now + .seconds(300)
-        while try target.appliedSequence(from: NodeID(origin.node)) < UInt64(max(1, origin.transactions / 10)) {
-            guard ContinuousClock.now < deadline else { Issue.record("the import never started:\n\(b.log)"); return }
-            try await Task.sleep(for: .milliseconds(5))
+        try await eventually(within: .seconds(300), every: .milliseconds(5), "the import to start:\n\(b.log)") {
+            try target.appliedSequence(from: NodeID(origin.node)) >= UInt64(max(1, origin.transactions / 10))
         }
         let (status, elapsed) = try await b.stopTimed(timeout: .seconds(60))
         let applied = try target.appliedSequence(from: NodeID(origin.node))
@@ -326,10 +324,8 @@ struct HostileNeighbourTests {
         #expect(applied < UInt64(origin.transactions), "the stop came before the import finished, or the test proves nothing")
 
         try await b.start()
-        let resumed = ContinuousClock.now + .seconds(300)
-        while try target.appliedSequence(from: NodeID(origin.node)) < UInt64(origin.transactions) {
-            guard ContinuousClock.now < resumed else { Issue.record("the import did not finish after the restart:\n\(b.log)"); return }
-            try await Task.sleep(for: .milliseconds(50))
+        try await eventually(within: .seconds(300), every: .milliseconds(50), "the import to finish after the restart:\n\(b.log)") {
+            try target.appliedSequence(from: NodeID(origin.node)) >= UInt64(origin.transactions)
         }
         #expect(try target.read("SELECT count(*) FROM Note") == [[.integer(Int64(total))]], "every change once")
         #expect(try target.history(filter: HistoryFilter(origins: [.remote(origin.node)]), limit: 1_000_000).count == origin.transactions)
@@ -558,12 +554,6 @@ extension SyncdNode {
 
     /// Waits until the daemon's log has a line containing `text`.
     func awaitLog(_ text: String, timeout: Duration = .seconds(10)) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while !log.contains(text) {
-            guard ContinuousClock.now < deadline else {
-                throw SubprocessError.timedOut(waitingFor: "'\(text)' in syncd \(name)'s log", stdout: "", stderr: log)
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        try await eventually(within: timeout, every: .milliseconds(10), "'\(text)' in syncd \(name)'s log:\n\(log)") { log.contains(text) }
     }
 }

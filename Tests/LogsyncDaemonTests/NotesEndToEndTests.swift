@@ -5,18 +5,6 @@ import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
-/// `Schema.notes`, the schema of the `notes` app, as the JSON `syncd` reads (the test checks the two agree).
-let notesAppSchemaJSON = """
-    {"version": 1, "entities": [
-      {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"},
-       "attributes": [{"name": "name", "type": "text", "optional": false, "default": "", "preservedOnDelete": true}]},
-      {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
-       "attributes": [{"name": "title", "type": "text", "preservedOnDelete": true}, {"name": "body", "type": "text"},
-                      {"name": "pinned", "type": "bool", "optional": false, "default": 0}],
-       "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"}]}
-    ]}
-    """
-
 /// The part of the `notes` app's note this test writes; the other columns keep their defaults.
 private struct Note: Record {
     var id = UUID()
@@ -29,9 +17,8 @@ private struct Note: Record {
 struct NotesEndToEndTests {
     @Test("a note saved through a context on A shows in B's notes watch, added, edited and deleted, merged from A")
     func contextSaveReachesWatchOnAnotherNode() async throws {
-        let schema = try Schema(json: Data(notesAppSchemaJSON.utf8))
-        try #require(schema == .notes, "the JSON given to syncd must be the schema the notes app opens the store with")
-        let cluster = try SyncdCluster("e2e", schema: schema, schemaJSON: notesAppSchemaJSON)
+        // syncd registers the schema the notes app opens the store with.
+        let cluster = try SyncdCluster("e2e", schema: .notes)
         // Rescans ten minutes apart: within the deadlines below, only the daemons' own pickup of the commit
         // and of the segment file (inotify) can carry a change across; nothing here triggers a sync.
         let a = try cluster.addNode("a", rescanIntervalMilliseconds: 600_000)

@@ -73,11 +73,7 @@ struct CommitMonitorTests {
         defer { watcher.cancel() }
         let result = try await Subprocess.run(sqliteShell, [store.path, "INSERT INTO Note(id) VALUES ('\(Fixtures.idText())')"])
         #expect(result.status == 0)
-        let deadline = ContinuousClock.now + .seconds(5)
-        while reported.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(2))
-        }
-        let token = try #require(reported.withLock { $0.last })
+        let token = try await eventually(within: .seconds(5), "a token from the commit monitor") { reported.withLock { $0.last } }
         let history = try store.history()
         #expect(history.map(\.token) == [token])
         #expect(history.first?.author == nil)

@@ -9,16 +9,6 @@ import LogsyncTransport
 final class SyncCluster {
     static let schema = Schema.convergence
 
-    static let schemaJSON = """
-        {"version": 1, "entities": [
-          {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}]},
-          {"name": "Label", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}], "uniqueKeys": [["name"]]},
-          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
-           "attributes": [{"name": "title", "type": "text"}, {"name": "rank", "type": "integer", "optional": false, "default": 0}],
-           "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"},
-                             {"name": "label", "destination": "Label", "deleteRule": "nullify"}]}
-        ]}
-        """
 
     let directory: TemporaryDirectory
     let shared: String
@@ -31,7 +21,7 @@ final class SyncCluster {
         directory = try TemporaryDirectory(label)
         shared = directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
-        schemaFile = try directory.write("schema.json", Self.schemaJSON)
+        schemaFile = try directory.write("schema.json", schema.json)
     }
 
     func storePath(_ name: String) -> String { directory.file("\(name).sqlite") }

@@ -29,15 +29,76 @@ extension Schema {
         guard let entityObjects = object["entities"] as? [[String: Any]] else {
             throw SchemaError(.malformed, at: "$.entities", "'entities' must be an array of objects")
         }
+        // Foundation's reader turns a negative 19-digit integer into a Double; JSONDecoder keeps it exact.
+        let exactDefaults = try? JSONDecoder().decode(ExactIntegerDefaults.self, from: data)
         var entities: [Entity] = []
         for (index, entityObject) in entityObjects.enumerated() {
-            entities.append(try Self.entity(from: entityObject, at: "$.entities[\(index)]"))
+            let exact = exactDefaults?.entities.indices.contains(index) == true ? exactDefaults?.entities[index].attributes : nil
+            entities.append(try Self.entity(from: entityObject, at: "$.entities[\(index)]", exactIntegers: exact ?? []))
         }
         self.init(version: version, entities: entities)
         try validate()
     }
 
-    private static func entity(from object: [String: Any], at path: String) throws(SchemaError) -> Entity {
+    /// The schema in the JSON form ``init(json:)`` reads, one entity per line: what the tools' `--schema`
+    /// and syncd's `[store] schema` take, generated from a schema declared in code.
+    public var json: String {
+        func string(_ text: String) -> String {
+            String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
+        }
+        func member(_ name: String, _ value: String) -> String { "\(string(name)): \(value)" }
+        let entities = entities.map { entity -> String in
+            var members = [member("name", string(entity.name))]
+            if let key = entity.primaryKey {
+                members.append(member("primaryKey", "{\(member("name", string(key.name))), \(member("type", string(key.type.rawValue)))}"))
+            }
+            let attributes = entity.attributes.map { attribute -> String in
+                var parts = [member("name", string(attribute.name)), member("type", string(attribute.type.rawValue))]
+                if !attribute.optional { parts.append(member("optional", "false")) }
+                switch attribute.defaultValue {
+                case .integer(let value)?: parts.append(member("default", String(value)))
+                // A decimal point or an exponent, so that the reader takes it for a real.
+                case .real(let value)?: parts.append(member("default", String(value)))
+                case .text(let value)?: parts.append(member("default", string(value)))
+                case nil: break
+                }
+                if attribute.preservedOnDelete { parts.append(member("preservedOnDelete", "true")) }
+                return "{" + parts.joined(separator: ", ") + "}"
+            }
+            if !attributes.isEmpty { members.append(member("attributes", "[" + attributes.joined(separator: ", ") + "]")) }
+            let relationships = entity.relationships.map {
+                "{\(member("name", string($0.name))), \(member("destination", string($0.destination))), \(member("deleteRule", string($0.deleteRule.rawValue)))}"
+            }
+            if !relationships.isEmpty { members.append(member("relationships", "[" + relationships.joined(separator: ", ") + "]")) }
+            if !entity.uniqueKeys.isEmpty {
+                members.append(member("uniqueKeys", "[" + entity.uniqueKeys.map { "[" + $0.map(string).joined(separator: ", ") + "]" }.joined(separator: ", ") + "]"))
+            }
+            return "  {" + members.joined(separator: ", ") + "}"
+        }
+        return "{\"version\": \(version), \"entities\": [\n" + entities.joined(separator: ",\n") + "\n]}\n"
+    }
+
+    /// Every attribute's `default` read as an exact Int64 where it is an integral number.
+    private struct ExactIntegerDefaults: Decodable {
+        struct Entity: Decodable {
+            var attributes: [Int64?]
+            enum CodingKeys: CodingKey { case attributes }
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                attributes = (try? container.decode([Attribute].self, forKey: .attributes))?.map(\.value) ?? []
+            }
+        }
+        struct Attribute: Decodable {
+            var value: Int64?
+            enum CodingKeys: String, CodingKey { case value = "default" }
+            init(from decoder: any Decoder) throws {
+                value = try? decoder.container(keyedBy: CodingKeys.self).decode(Int64.self, forKey: .value)
+            }
+        }
+        var entities: [Entity]
+    }
+
+    private static func entity(from object: [String: Any], at path: String, exactIntegers: [Int64?]) throws(SchemaError) -> Entity {
         guard let name = object["name"] as? String else {
             throw SchemaError(.malformed, at: "\(path).name", "every entity needs a 'name'")
         }
@@ -49,7 +110,7 @@ extension Schema {
             key = PrimaryKey(keyName, try type(keyObject["type"], at: "\(name).\(keyName)"))
         }
         var attributes: [Attribute] = []
-        for attributeObject in object["attributes"] as? [[String: Any]] ?? [] {
+        for (attributeIndex, attributeObject) in (object["attributes"] as? [[String: Any]] ?? []).enumerated() {
             guard let attributeName = attributeObject["name"] as? String else {
                 throw SchemaError(.malformed, at: "\(name).attributes", "every attribute needs a 'name'")
             }
@@ -60,7 +121,17 @@ extension Schema {
             case let value as String: defaultValue = .text(value)
             case let value as NSNumber:
                 let isFloat = ["d", "f"].contains(String(cString: value.objCType))
-                defaultValue = isFloat ? .real(value.doubleValue) : .integer(value.int64Value)
+                let attributeType = try type(attributeObject["type"], at: location)
+                if !isFloat {
+                    defaultValue = .integer(value.int64Value)
+                } else if attributeType != .real, let exact = exactIntegers.indices.contains(attributeIndex) ? exactIntegers[attributeIndex] : nil,
+                    Double(exact) == value.doubleValue
+                {
+                    // An integral number for a non-real column: the exact integer, not its nearest Double.
+                    defaultValue = .integer(exact)
+                } else {
+                    defaultValue = .real(value.doubleValue)
+                }
             default: throw SchemaError(.invalidDefault, at: location, "'default' must be a string or a number")
             }
             attributes.append(

@@ -33,18 +33,8 @@ final class Collected<Element: Sendable>: Sendable {
     /// stops a hung test: the collecting task runs on Swift's cooperative pool, which the suite's
     /// CPU-bound property tests can keep busy for seconds on two cores.
     func first(within timeout: Duration = .seconds(30), where condition: (Element) -> Bool = { _ in true }) async throws -> Element {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let element = all.first(where: condition) { return element }
-            guard ContinuousClock.now < deadline else { throw StreamTimeout(delivered: all.count) }
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try await eventually(within: timeout, every: .milliseconds(1), "a matching element (\(all.count) delivered)") { all.first(where: condition) }
     }
-}
-
-struct StreamTimeout: Error, CustomStringConvertible {
-    let delivered: Int
-    var description: String { "no matching element within the deadline (\(delivered) delivered)" }
 }
 
 /// A type the schema does not declare.

@@ -26,21 +26,7 @@ enum Fixtures {
     ])
 
     /// The same schema as JSON, for the command-line tools the cross-process tests start.
-    static let schemaJSON = """
-        {"version": 1, "entities": [
-          {"name": "Owner", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}]},
-          {"name": "Folder", "primaryKey": {"name": "id", "type": "uuid"},
-           "attributes": [{"name": "name", "type": "text", "optional": false, "default": "", "preservedOnDelete": true}],
-           "relationships": [{"name": "owner", "destination": "Owner", "deleteRule": "deny"}]},
-          {"name": "Label", "primaryKey": {"name": "id", "type": "uuid"}, "attributes": [{"name": "name", "type": "text"}],
-           "uniqueKeys": [["name"]]},
-          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
-           "attributes": [{"name": "title", "type": "text", "preservedOnDelete": true}, {"name": "body", "type": "text"},
-                          {"name": "rank", "type": "integer"}, {"name": "data", "type": "blob", "preservedOnDelete": true}],
-           "relationships": [{"name": "folder", "destination": "Folder", "deleteRule": "cascade"},
-                             {"name": "label", "destination": "Label", "deleteRule": "nullify"}]}
-        ]}
-        """
+    static var schemaJSON: String { schema.json }
 
     static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }
 
