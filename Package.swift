@@ -91,6 +91,7 @@ let package = Package(
                 "LogsyncCore",
                 "LogsyncPlatform",
                 "LogsyncStore",
+                "LogsyncTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

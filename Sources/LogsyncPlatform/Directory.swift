@@ -120,9 +120,29 @@ public final class Directory: Sendable {
 
     /// What `name` is, without following a link; nil when it does not exist.
     public func kind(of name: String) -> FileKind? {
+        status(of: name)?.kind
+    }
+
+    /// An entry's kind and identity, and when it last changed: enough to tell whether a folder changed
+    /// since it was listed.
+    public struct EntryStatus: Sendable, Hashable {
+        public var kind: FileKind
+        public var inode: UInt64
+        /// Last modification (for a folder: an entry added, removed or renamed), in nanoseconds since 1970.
+        public var modified: Int64
+        /// Last status change, in nanoseconds since 1970.
+        public var changed: Int64
+    }
+
+    /// ``EntryStatus`` of `name`, without following a link (`fstatat(AT_SYMLINK_NOFOLLOW)`); nil when it
+    /// does not exist.
+    public func status(of name: String) -> EntryStatus? {
         var info = stat()
         guard fstatat(descriptor, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
-        return FileKind(mode: info.st_mode)
+        return EntryStatus(
+            kind: FileKind(mode: info.st_mode), inode: UInt64(info.st_ino),
+            modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec),
+            changed: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
     }
 
     /// What reading a file found.

@@ -13,6 +13,13 @@ public enum FaultInjection {
         kill(getpid(), SIGKILL)
     }
 
+    /// Sleeps `milliseconds` when selected: a slow step (a publish to a slow disk), for tests of what
+    /// happens meanwhile.
+    public static func delay(_ name: StaticString, milliseconds: UInt32) {
+        guard let selected, selected == name.description else { return }
+        usleep(milliseconds * 1_000)
+    }
+
     /// Blocks the calling thread forever when selected: a hung loop, for watchdog tests.
     public static func hang(_ name: StaticString) {
         guard let selected, selected == name.description else { return }

@@ -36,14 +36,38 @@ public final class SyncEngine: Sendable {
     public let store: Store
     public let transport: any Transport
     public let configuration: SyncConfiguration
-    private let running = NSLock()
-    /// Segments at or below a node's cursor whose bytes were checked against the recorded checksum.
-    private let verified = Mutex<Set<SegmentName>>([])
+    private let running: NSLock
+    /// Segments at or below their node's cursor that this engine has not read since they appeared (at
+    /// start-up, every one): each is read once, a few per round after the imports, to check that it is
+    /// what was applied. Names the engine applies itself are never here.
+    private let unchecked: UncheckedSegments
+
+    /// At most this many segments at or below the cursor are read again per round, and for at most
+    /// ``checkMilliseconds``: after a restart on a large folder, the check goes on over later rounds
+    /// instead of holding up arrivals.
+    public static let checksPerRound = 256
+    public static let checkMilliseconds = 10
 
     public init(store: Store, transport: any Transport, configuration: SyncConfiguration = SyncConfiguration()) {
         self.store = store
         self.transport = transport
         self.configuration = configuration
+        running = NSLock()
+        unchecked = UncheckedSegments()
+    }
+
+    private init(_ engine: SyncEngine, configuration: SyncConfiguration) {
+        store = engine.store
+        transport = engine.transport
+        self.configuration = configuration
+        running = engine.running
+        unchecked = engine.unchecked
+    }
+
+    /// The same engine with new settings (a reload): what it knows of the transport and what it has
+    /// still to check carry over, and its rounds stay serialized with this one's.
+    public func reconfigured(_ configuration: SyncConfiguration) -> SyncEngine {
+        SyncEngine(self, configuration: configuration)
     }
 
     public var node: NodeID { NodeID(store.nodeID) }
@@ -93,6 +117,7 @@ public final class SyncEngine: Sendable {
     private func publish(into report: inout SyncReport) throws {
         for segment in try store.unpublishedSegments() {
             let name = SegmentName(node: node, firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
+            FaultInjection.delay("export.slow-publish", milliseconds: 300)
             try transport.publish(name, bytes: segment.bytes)
             FaultInjection.point("export.after-publish")
             try store.markPublished(firstSequence: segment.firstSequence)
@@ -101,14 +126,19 @@ public final class SyncEngine: Sendable {
     }
 
     private func importAvailable(into report: inout SyncReport, cancelled: () -> Bool) throws {
-        let scan = try transport.scan(excluding: node)
-        report.ignored = scan.ignored
-        let byNode = Dictionary(grouping: scan.segments, by: \.node)
+        // Only what changed since the last round is looked at: the transport remembers what the folder
+        // holds, and the cursors say what was applied.
+        let view = try transport.refresh(excluding: node)
+        report.ignored = view.ignored
+        let cursors = try store.appliedSequences()
+        let covered = view.appeared.filter { $0.lastSequence <= cursors[$0.node] ?? 0 }
+        if !covered.isEmpty { unchecked.names.withLock { $0.formUnion(covered) } }
         // Things named like a node's segments that are not regular files: they explain a wait.
-        let unreadable = Dictionary(grouping: scan.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })
-        for origin in Set(byNode.keys).union(unreadable.keys).sorted() {
+        let unreadable = Dictionary(grouping: view.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })
+        for origin in Set(view.nodes).union(unreadable.keys).sorted() {
             if cancelled() { return }
-            let names = byNode[origin] ?? []
+            // The segments that hold sequences after the cursor, in order.
+            let names = transport.segments(of: origin, after: cursors[origin] ?? 0)
             // Why a sequence is not in the folder as a segment that can be read.
             func missing(_ sequence: UInt64) -> String {
                 if let file = unreadable[origin]?.first(where: { $0.segment!.firstSequence <= sequence && sequence <= $0.segment!.lastSequence }) {
@@ -119,7 +149,7 @@ public final class SyncEngine: Sendable {
                 }
                 return "sequence \(sequence) is missing from the shared folder; the segments from sequence \(next.firstSequence) on wait for it"
             }
-            var pending = names.sorted()[...]
+            var pending = names[...]
             // Segments at or below the cursor are checked once the import is done: quarantining one is a
             // write, which cannot happen while the import holds the write lock.
             var belowCursor: [SegmentName] = []
@@ -186,7 +216,6 @@ public final class SyncEngine: Sendable {
                     case .applied(let count):
                         report.applied.append(name)
                         report.appliedTransactions += count
-                        _ = verified.withLock { $0.insert(name) }
                     case .alreadyApplied:
                         break
                     case .gap(let expected):
@@ -198,13 +227,27 @@ public final class SyncEngine: Sendable {
                     }
                 })
             let cursor = try store.appliedSequence(from: origin)
-            for name in belowCursor { try checkApplied(name, cursor: cursor, into: &report) }
+            for name in belowCursor { try checkApplied(name, into: &report) }
             if report.waiting[origin] == nil, !cancelled(), unreadable[origin]?.contains(where: { $0.segment!.firstSequence == cursor + 1 }) == true {
                 report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
             }
             let rejected = Set(report.rejected.map(\.name))
             report.available[origin] = Self.contiguousEnd(of: names.filter { !rejected.contains($0) }, after: cursor)
         }
+        if !cancelled() { try checkSomeApplied(into: &report) }
+    }
+
+    /// Reads a few of the segments at or below the cursor that were not checked yet (``checksPerRound``,
+    /// within ``checkMilliseconds``), after this round's imports.
+    private func checkSomeApplied(into report: inout SyncReport) throws {
+        let batch = unchecked.names.withLock { Array($0.prefix(Self.checksPerRound)) }
+        let deadline = ContinuousClock.now + .milliseconds(Self.checkMilliseconds)
+        for name in batch {
+            guard ContinuousClock.now < deadline else { break }
+            try checkApplied(name, into: &report)
+            _ = unchecked.names.withLock { $0.remove(name) }
+        }
+        report.unchecked = unchecked.names.withLock { $0.count }
     }
 
     /// The last sequence that `names` cover without a gap after `cursor` (`cursor` itself when the next
@@ -219,8 +262,7 @@ public final class SyncEngine: Sendable {
 
     /// A segment at or below the cursor must be one that was applied, with the same bytes: anything else
     /// is divergence (the node rewrote history, or two machines share a node id) and is quarantined.
-    private func checkApplied(_ name: SegmentName, cursor: UInt64, into report: inout SyncReport) throws {
-        guard !verified.withLock({ $0.contains(name) }) else { return }
+    private func checkApplied(_ name: SegmentName, into report: inout SyncReport) throws {
         let location = describe(name)
         guard let applied = try store.appliedSegment(from: name.node, firstSequence: name.firstSequence),
             applied.lastSequence == name.lastSequence
@@ -231,15 +273,12 @@ public final class SyncEngine: Sendable {
         guard let bytes = try? transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes) else { return }
         if Self.checksum(bytes) != applied.checksum {
             try quarantine(name, reason: "same node and sequences as an applied segment, different content", location: location, into: &report)
-        } else {
-            _ = verified.withLock { $0.insert(name) }
         }
     }
 
     private func quarantine(_ name: SegmentName, reason: String, location: String, into report: inout SyncReport) throws {
         let known = try store.quarantined().contains { $0.node == name.node && $0.firstSequence == name.firstSequence && $0.lastSequence == name.lastSequence }
         try store.quarantine(QuarantineRecord(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, reason: reason, location: location))
-        _ = verified.withLock { $0.insert(name) }
         if !known { report.quarantined.append(name) }
     }
 
@@ -288,4 +327,9 @@ public final class SyncEngine: Sendable {
         }
         return hash
     }
+}
+
+/// The segments an engine (and the engines a reload makes of it) still has to check.
+private final class UncheckedSegments: Sendable {
+    let names = Mutex<Set<SegmentName>>([])
 }

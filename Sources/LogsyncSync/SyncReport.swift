@@ -30,6 +30,9 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// Segments stamped further in the future than ``HybridLogicalClock/maximumDrift``: a peer's clock is
     /// wrong. Kept, and applied once local time catches up, so a wrong clock cannot win every conflict.
     public var heldForClockSkew: [SegmentName] = []
+    /// Segments at or below their node's cursor still to be read once, to check that they are what was
+    /// applied (after a start, every one; a few are checked each round).
+    public var unchecked = 0
     /// The run stopped early because it was asked to (syncd is stopping). Everything committed stays;
     /// the next run goes on from there.
     public var interrupted = false

@@ -18,6 +18,9 @@ public struct DirectoryTransport: Transport {
     public let root: String
     public let account: String
     public let node: NodeID
+    /// What the folder holds as far as this transport knows, and what its watcher reported since: shared
+    /// by every copy of the transport.
+    let index = FolderIndex()
 
     /// Opens the account folder under `root`, creating it and this node's folder if needed. `root` itself
     /// must exist: a missing shared folder is a configuration error, not something to create silently.
@@ -95,53 +98,195 @@ public struct DirectoryTransport: Transport {
         }
     }
 
+    /// Lists the whole folder, whatever this transport knows (``refresh(excluding:)`` looks only at what
+    /// changed).
     public func scan(excluding excluded: NodeID) throws(TransportError) -> TransportScan {
-        let folder = try openAccountFolder()
+        let fresh = FolderIndex()
+        let view = try fresh.state.withLock { (state: inout FolderIndex.State) throws(TransportError) -> TransportView in
+            try refresh(&state, reports: WatchReports(), excluding: excluded)
+        }
+        let segments = fresh.state.withLock { state in
+            state.folders.sorted { $0.key < $1.key }.flatMap { name, folder in
+                folder.segments.map { SegmentName(node: NodeID(name), firstSequence: $0.first, lastSequence: $0.last) }
+            }
+        }
+        return TransportScan(segments: segments, ignored: view.ignored)
+    }
+
+    /// Brings what this transport knows of other nodes' segments up to date by looking only at what may
+    /// have changed (see ``FolderIndex``): with ``arrivals(rescanInterval:)`` running, the names its
+    /// watcher reported, and every folder's status when a rescan is due; without it, every folder's
+    /// status. The first refresh lists everything.
+    public func refresh(excluding excluded: NodeID) throws(TransportError) -> TransportView {
+        let reports = index.reports.withLock { $0.take() }
+        return try index.state.withLock { (state: inout FolderIndex.State) throws(TransportError) -> TransportView in
+            try refresh(&state, reports: reports, excluding: excluded)
+        }
+    }
+
+    public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
+        index.state.withLock { state in
+            state.folders[node.rawValue]?.segments(after: sequence).map { SegmentName(node: node, firstSequence: $0.first, lastSequence: $0.last) } ?? []
+        }
+    }
+
+    /// What this transport did so far: listings, names looked at, files read.
+    public var counters: TransportCounters { index.state.withLock { $0.counters } }
+
+    private func refresh(_ state: inout FolderIndex.State, reports: WatchReports, excluding excluded: NodeID) throws(TransportError) -> TransportView {
+        let account = try openAccountFolder()
+        // Without a watcher every refresh is a rescan; with one, only when the interval passed.
+        let rescan = reports.rescanDue || !reports.live
+        if reports.rescanDue { state.rescans += 1 }
+        let whole = reports.everything || (reports.rescanDue && state.rescans % FolderIndex.wholeRescanEvery == 0)
+        if !state.accountListed || reports.accountChanged || rescan || whole {
+            try listAccount(account, into: &state, excluding: excluded)
+        }
+        let now = Int64(WallClock.nanoseconds())
+        var appeared: [SegmentName] = []
+        for name in state.folders.keys.sorted() {
+            guard var folder = state.folders[name] else { continue }
+            let node = NodeID(name)
+            var listing = whole || folder.stamp == nil || folder.unreadable != nil || reports.listWhole.contains(name)
+            if !listing, rescan || !reports.watched.contains(name) {
+                // Has it changed since it was listed, or was it listed too soon after a change to tell?
+                let status = account.status(of: name)
+                let racy = (folder.stamp?.modified ?? .max) >= folder.listedAt - FolderIndex.racyNanoseconds
+                listing = status != folder.stamp || racy
+            }
+            if listing {
+                list(name, of: node, in: account, now: now, into: &folder, appeared: &appeared, counters: &state.counters)
+            } else if let names = reports.names[name], !names.isEmpty {
+                look(at: names, of: node, in: account, into: &folder, appeared: &appeared, counters: &state.counters)
+            }
+            state.folders[name] = folder
+        }
+        var ignored = state.accountIgnored
+        var nodes: [NodeID] = []
+        for (name, folder) in state.folders.sorted(by: { $0.key < $1.key }) {
+            ignored += folder.ignored.values
+            if let unreadable = folder.unreadable { ignored.append(unreadable) }
+            if !folder.segments.isEmpty || folder.ignored.values.contains(where: { $0.segment != nil }) { nodes.append(NodeID(name)) }
+        }
+        return TransportView(appeared: appeared, ignored: ignored.sorted { $0.path < $1.path }, nodes: nodes)
+    }
+
+    /// Lists the account folder: which node folders there are, and what else.
+    private func listAccount(_ account: Directory, into state: inout FolderIndex.State, excluding excluded: NodeID) throws(TransportError) {
         let entries: [Directory.Entry]
         do {
-            entries = try folder.entries()
+            entries = try account.entries()
         } catch {
             throw TransportError(.notFound, "cannot list the account folder \(accountFolder)", path: accountFolder, cause: error)
         }
-        var segments: [SegmentName] = []
+        state.counters.accountListings += 1
+        var present = Set<String>()
         var ignored: [IgnoredFile] = []
-        for entry in entries.sorted(by: { $0.name < $1.name }) {
-            let folderPath = accountFolder + "/" + entry.name
+        for entry in entries {
+            let path = accountFolder + "/" + entry.name
             guard SegmentName.isNodeFolderName(entry.name) else {
-                if let reason = Self.classify(entry.name) { ignored.append(IgnoredFile(path: folderPath, reason: reason)) }
+                if let reason = Self.classify(entry.name) { ignored.append(IgnoredFile(path: path, reason: reason)) }
                 continue
             }
-            let node = NodeID(entry.name)
-            guard node != excluded else { continue }
+            guard entry.name != excluded.rawValue else { continue }
             guard entry.kind == .directory else {
-                ignored.append(IgnoredFile(path: folderPath, reason: .notADirectory(entry.kind)))
+                ignored.append(IgnoredFile(path: path, reason: .notADirectory(entry.kind)))
                 continue
             }
-            let files: [Directory.Entry]
-            do {
-                files = try folder.subdirectory(entry.name).entries()
-            } catch {
-                ignored.append(IgnoredFile(path: folderPath, reason: .unreadableFolder(Self.describe(error))))
-                continue
-            }
-            for file in files {
-                if let name = SegmentName.parse(fileName: file.name, node: node) {
-                    if file.kind == .regular {
-                        segments.append(name)
-                    } else {
-                        ignored.append(IgnoredFile(path: folderPath + "/" + file.name, reason: .notRegularFile(file.kind), segment: name))
-                    }
-                } else if let reason = Self.classify(file.name) {
-                    ignored.append(IgnoredFile(path: folderPath + "/" + file.name, reason: reason))
+            present.insert(entry.name)
+            if state.folders[entry.name] == nil { state.folders[entry.name] = NodeFolderState() }
+        }
+        for gone in Set(state.folders.keys).subtracting(present) { state.folders.removeValue(forKey: gone) }
+        state.accountIgnored = ignored
+        state.accountListed = true
+    }
+
+    /// Lists one node folder whole; segments not known before are added to `appeared`.
+    private func list(
+        _ name: String, of node: NodeID, in account: Directory, now: Int64, into folder: inout NodeFolderState, appeared: inout [SegmentName],
+        counters: inout TransportCounters
+    ) {
+        let folderPath = accountFolder + "/" + name
+        let stamp = account.status(of: name)
+        let files: [Directory.Entry]
+        do {
+            files = try account.subdirectory(name).entries()
+        } catch {
+            folder = NodeFolderState()
+            folder.unreadable = IgnoredFile(path: folderPath, reason: .unreadableFolder(Self.describe(error)))
+            folder.stamp = stamp
+            folder.listedAt = now
+            return
+        }
+        counters.folderListings += 1
+        counters.listedEntries += files.count
+        var segments: [SequenceRange] = []
+        var ignored: [String: IgnoredFile] = [:]
+        for file in files {
+            if let segment = SegmentName.parse(fileName: file.name, node: node) {
+                if file.kind == .regular {
+                    segments.append(SequenceRange(first: segment.firstSequence, last: segment.lastSequence))
+                } else {
+                    ignored[file.name] = IgnoredFile(path: folderPath + "/" + file.name, reason: .notRegularFile(file.kind), segment: segment)
                 }
+            } else if let reason = Self.classify(file.name) {
+                ignored[file.name] = IgnoredFile(path: folderPath + "/" + file.name, reason: reason)
             }
         }
-        return TransportScan(segments: segments.sorted(), ignored: ignored.sorted { $0.path < $1.path })
+        segments.sort()
+        // What is new: walk both sorted lists.
+        var known = folder.segments[...]
+        for range in segments {
+            while let first = known.first, first < range { known.removeFirst() }
+            if known.first == range { continue }
+            appeared.append(SegmentName(node: node, firstSequence: range.first, lastSequence: range.last))
+        }
+        folder.segments = segments
+        folder.ignored = ignored
+        folder.unreadable = nil
+        folder.stamp = stamp
+        folder.listedAt = now
+    }
+
+    /// Looks at the names the watcher reported in one node folder, one `fstatat` each. A segment reported
+    /// again (written over) is in `appeared` again: its content may have changed.
+    private func look(
+        at names: Set<String>, of node: NodeID, in account: Directory, into folder: inout NodeFolderState, appeared: inout [SegmentName],
+        counters: inout TransportCounters
+    ) {
+        let folderPath = accountFolder + "/" + node.rawValue
+        guard let directory = try? account.subdirectory(node.rawValue) else {
+            // Gone or replaced: the next refresh lists it (or finds it gone).
+            folder.stamp = nil
+            return
+        }
+        for file in names.sorted() {
+            counters.namesLookedAt += 1
+            let kind = directory.kind(of: file)
+            if let segment = SegmentName.parse(fileName: file, node: node) {
+                let range = SequenceRange(first: segment.firstSequence, last: segment.lastSequence)
+                switch kind {
+                case .regular?:
+                    _ = folder.insert(range)
+                    folder.ignored[file] = nil
+                    appeared.append(segment)
+                case nil:
+                    folder.remove(range)
+                    folder.ignored[file] = nil
+                case let other?:
+                    folder.remove(range)
+                    folder.ignored[file] = IgnoredFile(path: folderPath + "/" + file, reason: .notRegularFile(other), segment: segment)
+                }
+            } else if let reason = Self.classify(file) {
+                folder.ignored[file] = kind == nil ? nil : IgnoredFile(path: folderPath + "/" + file, reason: reason)
+            }
+        }
     }
 
     public func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
         let target = path(of: name)
         let read: Directory.FileRead
+        index.count { $0.filesRead += 1 }
         do {
             read = try openNodeFolder(name.node).read(name.fileName, maximumBytes: maximumBytes)
         } catch {
@@ -175,30 +320,89 @@ public struct DirectoryTransport: Transport {
         }
     }
 
+    /// Wakes the caller at once, then whenever the watcher reports a change in another node's folder (or
+    /// a new node folder), and at least every `rescanInterval`. What changed is kept for the next
+    /// ``refresh(excluding:)``: the names reported, and that a rescan is due. This node's own folder is
+    /// not watched: its own publishes are no news to it.
     public func arrivals(rescanInterval: Duration) -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let folder = accountFolder
-        let watch = DirectoryWatch(directory: folder, followingLink: false)
+        let own = node.rawValue
+        let reports = index
+        let watch = DirectoryWatch(directory: folder, followingLink: false, reportingRemovals: true)
         let interval = Int32(clamping: rescanInterval.components.seconds * 1000 + rescanInterval.components.attoseconds / 1_000_000_000_000_000)
+        // A new watcher cannot know what happened before it started: the next refresh lists everything.
+        let generation = reports.reports.withLock { state in
+            state.generation += 1
+            state.live = watch != nil
+            state.watched = []
+            state.everything = true
+            return state.generation
+        }
         continuation.onTermination = { _ in watch?.stop() }
         let thread = Thread {
-            var watched = Set<String>()
+            var folders: [Int32: String] = [:]
+            var listAccount = true
             while true {
                 // New node folders appear over time; watch each one once, before telling the consumer to
-                // scan, so nothing published after the scan goes unnoticed.
-                if let watch, let entries = try? Directory.open(folder).entries() {
+                // look, so nothing published after it looked goes unnoticed (the folder is listed whole
+                // once, for what came before its watch).
+                if let watch, listAccount, let entries = try? Directory.open(folder).entries() {
+                    let known = Set(folders.values)
+                    var added: [String] = []
                     for entry in entries
-                    where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) && watched.insert(entry.name).inserted {
-                        watch.add(directory: folder + "/" + entry.name)
+                    where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) && entry.name != own && !known.contains(entry.name) {
+                        if let descriptor = watch.addWatch(directory: folder + "/" + entry.name) {
+                            folders[descriptor] = entry.name
+                            added.append(entry.name)
+                        }
+                    }
+                    listAccount = false
+                    reports.reports.withLock { state in
+                        guard state.generation == generation else { return }
+                        state.watched.formUnion(added)
+                        state.listWhole.formUnion(added)
                     }
                 }
-                // The first wake-up comes at once: a consumer scans when it starts.
+                // The first wake-up comes at once: a consumer looks when it starts.
                 if case .terminated = continuation.yield(()) { break }
-                if let watch {
-                    if watch.wait(timeoutMilliseconds: max(interval, 1)) == .stopped { break }
-                } else {
+                guard let watch else {
                     Thread.sleep(forTimeInterval: Double(max(interval, 1)) / 1000)
+                    reports.reports.withLock { $0.rescanDue = true }
+                    continue
                 }
+                let (wake, events) = watch.waitForEvents(timeoutMilliseconds: max(interval, 1))
+                if wake == .stopped { break }
+                reports.reports.withLock { state in
+                    guard state.generation == generation else { return }
+                    if wake == .timeout {
+                        state.rescanDue = true
+                        listAccount = true
+                    }
+                    for event in events {
+                        if event.overflowed {
+                            state.everything = true
+                            listAccount = true
+                        } else if event.watch == watch.rootWatch {
+                            state.accountChanged = true
+                            if event.isDirectory { listAccount = true }
+                        } else if let name = folders[event.watch] {
+                            if event.watchEnded {
+                                folders[event.watch] = nil
+                                state.watched.remove(name)
+                                state.accountChanged = true
+                                listAccount = true
+                            } else if !event.name.isEmpty {
+                                state.report(event.name, in: name)
+                            }
+                        }
+                    }
+                }
+            }
+            reports.reports.withLock { state in
+                guard state.generation == generation else { return }
+                state.live = false
+                state.watched = []
             }
             continuation.finish()
         }

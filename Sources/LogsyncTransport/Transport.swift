@@ -8,8 +8,17 @@ public protocol Transport: Sendable {
     /// different bytes under an existing name fail with ``TransportError/Code/conflict``.
     func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError)
 
-    /// The segments of other nodes available now, and the files that were ignored.
+    /// The segments of other nodes available now, and the files that were ignored: everything, listed
+    /// afresh.
     func scan(excluding node: NodeID) throws(TransportError) -> TransportScan
+
+    /// Brings what the transport knows of other nodes' segments up to date, looking only at what may
+    /// have changed since the last refresh (the first one sees everything), and says what appeared. The
+    /// cost of a refresh follows what changed, not how much the transport holds.
+    func refresh(excluding node: NodeID) throws(TransportError) -> TransportView
+
+    /// The segments of `node` known at the last refresh that hold a sequence after `sequence`, in order.
+    func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName]
 
     /// The bytes of a listed segment (not yet verified: the caller checks them before use).
     func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8]

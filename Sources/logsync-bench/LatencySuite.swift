@@ -190,28 +190,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
         let schemaFile = directory.path("schema.json")
         try Data(schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
-        var configs: [String] = []
-        for name in ["a", "b"] {
-            let folder = directory.path(name)
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
-            let config = folder + "/syncd.toml"
-            try Data(
-                """
-                [store]
-                path = "store.sqlite"
-                schema = "\(schemaFile)"
-
-                [sync]
-                account = "\(account)"
-                shared_folder = "\(shared)"
-
-                [control]
-                socket = "s.sock"
-
-                """.utf8
-            ).write(to: URL(fileURLWithPath: config))
-            configs.append(config)
-        }
+        let configs = try ["a", "b"].map { try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared) }
 
         // Daemons are stopped on every way out of this function (and by the signal handler on Ctrl-C).
         let daemons = Daemons(scratch: directory.url.path)
@@ -290,6 +269,30 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         return results
     }
 
+    /// Makes the node folder `name` in `directory` with a `syncd.toml` (store, schema, account, shared folder,
+    /// control socket; every other key at its default) and returns the configuration's path.
+    static func writeNodeConfig(directory: TemporaryDirectory, name: String, schemaFile: String, shared: String) throws -> String {
+        let folder = directory.path(name)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let config = folder + "/syncd.toml"
+        try Data(
+            """
+            [store]
+            path = "store.sqlite"
+            schema = "\(schemaFile)"
+
+            [sync]
+            account = "\(account)"
+            shared_folder = "\(shared)"
+
+            [control]
+            socket = "s.sock"
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        return config
+    }
+
     /// Writes `row` on A and waits until B's store shows it and B's view context has delivered it.
     static func takeSample(
         _ row: NoteRow, from storeA: Store, to storeB: Store, wakeups: DispatchSemaphore, contextArrivals: ContextArrivals,
@@ -355,8 +358,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
 // MARK: - Durations
 
 extension Duration {
-    fileprivate var inMilliseconds: Double { seconds * 1e3 }
-    fileprivate var inNanoseconds: Int64 {
+    var inMilliseconds: Double { seconds * 1e3 }
+    var inNanoseconds: Int64 {
         let parts = components
         return parts.seconds * 1_000_000_000 + parts.attoseconds / 1_000_000_000
     }
@@ -443,7 +446,7 @@ extension LatencySuite {
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler { [self] in
                     let running = members.withLock { $0 }
-                    FileHandle.standardError.write(Data("latency: interrupted, stopping \(running.count) syncd\n".utf8))
+                    FileHandle.standardError.write(Data("logsync-bench: interrupted, stopping \(running.count) syncd\n".utf8))
                     for daemon in running { daemon.stop() }
                     try? FileManager.default.removeItem(atPath: scratch)
                     Foundation.exit(128 + number)

@@ -22,6 +22,7 @@ struct LogsyncBench: ParsableCommand {
             ReplaySuite.self,
             StallSuite.self,
             LatencySuite.self,
+            ScaleSuite.self,
         ])
 }
 

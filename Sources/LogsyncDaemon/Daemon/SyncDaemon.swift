@@ -291,7 +291,7 @@ public final class SyncDaemon: Sendable {
         logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
         state.withLock { $0.configuration = applied }
         loop.reconfigure(
-            engine: SyncEngine(store: store, transport: transport, configuration: applied.syncConfiguration),
+            engine: loop.engine.reconfigured(applied.syncConfiguration),
             maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
         if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)

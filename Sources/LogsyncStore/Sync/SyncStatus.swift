@@ -8,7 +8,7 @@ extension Store {
             let exported = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_token'") ?? 0
             let transactions = try connection.int64(
                 "SELECT count(*) FROM _ls_log WHERE kind = 0 AND origin IS NULL AND seq > ?", [.integer(exported)]) ?? 0
-            let segments = try connection.int64("SELECT count(*) FROM _ls_outbox WHERE shipped = 0") ?? 0
+            let segments = try connection.int64("SELECT count(*) FROM _ls_outbox WHERE first_seq >= \(Self.publishedMark) AND shipped = 0") ?? 0
             return (Int(transactions), Int(segments))
         }
     }

@@ -105,22 +105,37 @@ extension Store {
         }
     }
 
-    /// Segments in the outbox not yet published, oldest first.
+    /// Segments in the outbox not yet published, oldest first. Only the outbox after the published mark
+    /// is read (see ``markPublished(firstSequence:)``), so the cost does not grow with what was shipped.
     public func unpublishedSegments() throws -> [OutboxSegment] {
         try reading { connection in
-            try connection.rows("SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE shipped = 0 ORDER BY first_seq").compactMap { row in
+            try connection.rows(
+                "SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE first_seq >= \(Self.publishedMark) AND shipped = 0 ORDER BY first_seq"
+            ).compactMap { row in
                 guard case .integer(let first) = row[0], case .integer(let last) = row[1], case .blob(let bytes) = row[2] else { return nil }
                 return OutboxSegment(firstSequence: UInt64(first), lastSequence: UInt64(last), bytes: bytes)
             }
         }
     }
 
-    /// Records that a segment is durably published; its bytes are dropped from the outbox.
+    /// Records that a segment is durably published; its bytes are dropped from the outbox. The published
+    /// mark (`published_seq` in `_ls_meta`) moves up to it when nothing before it waits: every outbox
+    /// segment that starts below the mark is published.
     public func markPublished(firstSequence: UInt64) throws {
         _ = try perform(marker: Marker()) { tx in
-            try tx.execute("UPDATE _ls_outbox SET shipped = 1, bytes = X'' WHERE first_seq = ?", [.integer(Int64(firstSequence))])
+            let first = DatabaseValue.integer(Int64(firstSequence))
+            try tx.execute("UPDATE _ls_outbox SET shipped = 1, bytes = X'' WHERE first_seq = ?", [first])
+            try tx.execute("INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('published_seq', 0)")
+            try tx.execute(
+                """
+                UPDATE _ls_meta SET value = ?1 WHERE key = 'published_seq' AND value < ?1
+                AND NOT EXISTS (SELECT 1 FROM _ls_outbox WHERE first_seq >= _ls_meta.value AND first_seq < ?1 AND shipped = 0)
+                """, [first])
         }
     }
+
+    /// Where unpublished outbox segments start at the earliest.
+    static let publishedMark = "ifnull((SELECT value FROM _ls_meta WHERE key = 'published_seq'), 0)"
 
     /// The last sequence applied from `node` (0 when none).
     public func appliedSequence(from node: NodeID) throws -> UInt64 {
