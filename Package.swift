@@ -13,7 +13,8 @@
 //   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
 //   CSystemd          the one place that crosses into libsystemd (sd_notify, the journal)
 //   LogsyncSystemd    readiness, status and watchdog notifications; a journald log handler
-//   LogsyncDaemon     syncd's parts: configuration, the sync loop, the control socket and its protocol
+//   LogsyncControl    what clients of syncd need: its configuration, the control protocol and client
+//   LogsyncDaemon     syncd's parts: the sync loop and the control server
 //
 import PackageDescription
 
@@ -51,10 +52,12 @@ let package = Package(
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
+        // syncctl, notes and other clients depend on this, never on the daemon: no engine, no libsystemd.
+        .target(name: "LogsyncControl", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(
             name: "LogsyncDaemon",
             dependencies: [
-                "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
+                "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -65,7 +68,7 @@ let package = Package(
             ]),
         .executableTarget(
             name: "syncctl",
-            dependencies: ["LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+            dependencies: ["LogsyncControl", "LogsyncCore", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         .executableTarget(
             name: "logsync",
             dependencies: [
@@ -80,7 +83,7 @@ let package = Package(
         .executableTarget(
             name: "notes",
             dependencies: [
-                "LogsyncContexts", "LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", "LogsyncStore",
+                "LogsyncContexts", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         .executableTarget(
@@ -104,7 +107,7 @@ let package = Package(
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [
-                "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
+                "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,15 +4,36 @@ import Synchronization
 /// Where the package's executables are built: `.build/debug` next to the sources, unless
 /// `LOGSYNC_BIN_DIR` says otherwise. `scripts/test.sh` builds them before the tests run.
 public enum Products {
+    /// The package's root folder (where `Package.swift` is).
+    public static var packageRoot: String {
+        // Sources/LogsyncTestKit/Subprocess.swift → the package root.
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    }
+
     public static var directory: String {
         if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"] { return override }
-        // Sources/LogsyncTestKit/Subprocess.swift → the package root.
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug").path
+        return packageRoot + "/.build/debug"
     }
 
     public static func path(_ name: String) -> String { directory + "/" + name }
+}
+
+/// Programs from outside the package that some tests need. A test that needs one is disabled with
+/// `.enabled(if: Tools.installed(…), …)` when it is missing, so it shows as skipped with why, never passes.
+public enum Tools {
+    /// The first of `names` found as an executable on `PATH` (or as given, when a path), or nil.
+    public static func find(_ names: String...) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for name in names {
+            if name.contains("/") { if FileManager.default.isExecutableFile(atPath: name) { return name } else { continue } }
+            for folder in path.split(separator: ":") where FileManager.default.isExecutableFile(atPath: "\(folder)/\(name)") {
+                return "\(folder)/\(name)"
+            }
+        }
+        return nil
+    }
+
+    public static func installed(_ name: String) -> Bool { find(name) != nil }
 }
 
 /// A real child process whose output lines can be awaited with a deadline.
@@ -151,3 +172,9 @@ public enum SubprocessError: Error, CustomStringConvertible {
 
 /// The sqlite3 shell, installed by scripts/install-deps.sh.
 public let sqliteShell = "/usr/bin/sqlite3"
+
+/// Runs `sql` on the store at `path` with the sqlite3 shell, a program that is not logsync, as a user
+/// would: it waits up to 10 s for a lock another connection holds (syncd's rounds take it briefly).
+public func runSQLiteShell(on path: String, _ sql: String) async throws -> (status: Int32, stdout: String, stderr: String) {
+    try await Subprocess.run(sqliteShell, ["-cmd", ".timeout 10000", path, sql])
+}

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import LogsyncContexts
 import LogsyncCore
-import LogsyncDaemon
+import LogsyncControl
 import LogsyncPlatform
 import LogsyncStore
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncCore
-import LogsyncDaemon
+import LogsyncControl
 import LogsyncPlatform
 
 @main

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import LogsyncControl
 import LogsyncCore
 import LogsyncDaemon
 import LogsyncPlatform

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncControl
 import LogsyncDaemon
 import LogsyncPlatform
 import LogsyncStore

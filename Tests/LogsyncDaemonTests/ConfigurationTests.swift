@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncControl
 import LogsyncDaemon
 import LogsyncTestKit
 import Testing
@@ -91,7 +92,7 @@ struct ConfigurationTests {
 
     @Test("config/syncd.toml documents every key, in its table, with its default")
     func exampleDocumentsEveryKey() throws {
-        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let root = Products.packageRoot
         let text = try String(contentsOfFile: root + "/config/syncd.toml", encoding: .utf8)
         var table = ""
         var documented: [String: String] = [:]

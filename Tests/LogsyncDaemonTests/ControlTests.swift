@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncControl
 import LogsyncDaemon
 import LogsyncPlatform
 import LogsyncTestKit

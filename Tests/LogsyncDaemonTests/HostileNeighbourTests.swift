@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncControl
 import LogsyncDaemon
 import LogsyncPlatform
 import LogsyncStore
@@ -251,7 +252,7 @@ struct HostileNeighbourTests {
         let copy = a.storePath + ".intact"
         try FileManager.default.copyItem(atPath: a.storePath, toPath: copy)
         try Damage.overwriteMiddlePage(of: a.storePath)
-        let sqlite = try await Subprocess.run(sqliteShell, [a.storePath, "PRAGMA integrity_check"])
+        let sqlite = try await runSQLiteShell(on: a.storePath, "PRAGMA integrity_check")
         #expect(!sqlite.stdout.hasPrefix("ok"), "SQLite itself finds the store malformed: \(sqlite)")
         let refused = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath], timeout: .seconds(30))
         #expect(refused.status == ExitStatus.dataError, "\(refused)")
@@ -281,7 +282,7 @@ struct HostileNeighbourTests {
         let cluster = try cluster("drift")
         let a = try cluster.addNode("a")
         try await a.start()
-        let rename = try await Subprocess.run(sqliteShell, [a.storePath, "ALTER TABLE Note RENAME COLUMN title TO heading"])
+        let rename = try await runSQLiteShell(on: a.storePath, "ALTER TABLE Note RENAME COLUMN title TO heading")
         #expect(rename.status == 0, "\(rename)")
         let trigger = try await a.syncctl(["trigger"])
         #expect(trigger.status == 1, "\(trigger)")
@@ -294,7 +295,7 @@ struct HostileNeighbourTests {
         #expect(refused.status == ExitStatus.dataError, "\(refused)")
         #expect(refused.stderr.contains("does not sync") && refused.stderr.contains("\"Note\".\"title\" is missing"), "\(refused.stderr)")
 
-        let back = try await Subprocess.run(sqliteShell, [a.storePath, "ALTER TABLE Note RENAME COLUMN heading TO title"])
+        let back = try await runSQLiteShell(on: a.storePath, "ALTER TABLE Note RENAME COLUMN heading TO title")
         #expect(back.status == 0, "\(back)")
         try await a.start()
         #expect(try await a.syncctl(["trigger"]).status == 0)

@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncControl
 import LogsyncDaemon
 @testable import LogsyncSystemd
 import LogsyncPlatform
@@ -96,14 +97,12 @@ struct SystemdTests {
         try await a.stop()
     }
 
-    @Test("every unit passes systemd-analyze verify; the system units score 2.0 or better on security")
+    @Test(
+        "every unit passes systemd-analyze verify; the system units score 2.0 or better on security",
+        .enabled(if: Tools.installed("systemd-analyze"), "systemd-analyze is not installed (scripts/install-deps.sh installs it)"))
     func unitsVerify() async throws {
-        let analyze = "/usr/bin/systemd-analyze"
-        guard FileManager.default.isExecutableFile(atPath: analyze) else {
-            print("skipped: systemd-analyze is not installed (scripts/install-deps.sh installs it)")
-            return
-        }
-        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let analyze = try #require(Tools.find("systemd-analyze"))
+        let root = Products.packageRoot
         let directory = try TemporaryDirectory("units")
         let units: [(source: String, name: String, system: Bool)] = [
             ("systemd/syncd.service", "syncd.service", true),
@@ -148,7 +147,7 @@ struct JournalAndInstallTests {
 
     @Test("scripts/install.sh puts binaries, man pages, completions, units, config and docs in place under DESTDIR")
     func installIntoStagingRoot() async throws {
-        let root = URL(fileURLWithPath: Products.directory).deletingLastPathComponent().deletingLastPathComponent().path
+        let root = Products.packageRoot
         let staging = try TemporaryDirectory("inst")
         var environment = ProcessInfo.processInfo.environment
         environment["DESTDIR"] = staging.path

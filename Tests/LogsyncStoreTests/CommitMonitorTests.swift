@@ -71,7 +71,7 @@ struct CommitMonitorTests {
             for await token in commits { reported.withLock { $0.append(token) } }
         }
         defer { watcher.cancel() }
-        let result = try await Subprocess.run(sqliteShell, [store.path, "INSERT INTO Note(id) VALUES ('\(Fixtures.idText())')"])
+        let result = try await runSQLiteShell(on: store.path, "INSERT INTO Note(id) VALUES ('\(Fixtures.idText())')")
         #expect(result.status == 0)
         let token = try await eventually(within: .seconds(5), "a token from the commit monitor") { reported.withLock { $0.last } }
         let history = try store.history()

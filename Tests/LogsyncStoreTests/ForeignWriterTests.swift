@@ -20,7 +20,7 @@ struct ForeignWriterTests {
             DELETE FROM Note WHERE id = '\(b)';
             COMMIT;
             """
-        let result = try await Subprocess.run(sqliteShell, [store.path, script])
+        let result = try await runSQLiteShell(on: store.path, script)
         #expect(result.status == 0, "\(result.stderr)")
 
         let history = try store.history()
@@ -40,10 +40,10 @@ struct ForeignWriterTests {
         let directory = try TemporaryDirectory("fw")
         let (store, _) = try Fixtures.store(in: directory)
         try store.write(author: "lib") { tx in try tx.insert("Note", ["id": Fixtures.id(), "title": "1"]) }
-        let first = try await Subprocess.run(sqliteShell, [store.path, "INSERT INTO Note(id, title) VALUES ('\(Fixtures.idText())', '2')"])
+        let first = try await runSQLiteShell(on: store.path, "INSERT INTO Note(id, title) VALUES ('\(Fixtures.idText())', '2')")
         #expect(first.status == 0)
         try store.write(author: "lib") { tx in try tx.insert("Note", ["id": Fixtures.id(), "title": "3"]) }
-        let second = try await Subprocess.run(sqliteShell, [store.path, "INSERT INTO Note(id, title) VALUES ('\(Fixtures.idText())', '4')"])
+        let second = try await runSQLiteShell(on: store.path, "INSERT INTO Note(id, title) VALUES ('\(Fixtures.idText())', '4')")
         #expect(second.status == 0)
 
         let history = try store.history()
@@ -58,7 +58,7 @@ struct ForeignWriterTests {
         let directory = try TemporaryDirectory("fw")
         let (store, _) = try Fixtures.store(in: directory)
         let script = "BEGIN; INSERT INTO Note(id, title) VALUES ('\(Fixtures.idText())', 'x'); ROLLBACK;"
-        let result = try await Subprocess.run(sqliteShell, [store.path, script])
+        let result = try await runSQLiteShell(on: store.path, script)
         #expect(result.status == 0)
         #expect(try store.history().isEmpty)
         #expect(try store.currentToken() == .zero)
@@ -74,7 +74,7 @@ struct ForeignWriterTests {
             try tx.insert("Note", ["id": Fixtures.id(), "title": "n", "folder": folder])
         }
         guard case .text(let folderID) = folder else { return }
-        let result = try await Subprocess.run(sqliteShell, [store.path, "DELETE FROM Folder WHERE id = '\(folderID)'"])
+        let result = try await runSQLiteShell(on: store.path, "DELETE FROM Folder WHERE id = '\(folderID)'")
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try store.read("SELECT count(*) FROM Note") == [[.integer(0)]])
         let last = try #require(try store.history().last)
@@ -113,7 +113,7 @@ struct ForeignWriterTests {
             INSERT INTO Note(id, title) VALUES ('\(a)', 'x' || char(0) || 'y'), ('\(b)', CAST(x'66ff' AS TEXT));
             DELETE FROM Note;
             """
-        let result = try await Subprocess.run(sqliteShell, [store.path, script])
+        let result = try await runSQLiteShell(on: store.path, script)
         #expect(result.status == 0, "\(result.stderr)")
         let history = try await Subprocess.run(Products.path("logsync"), ["history", "--store", store.path, "--schema", schemaFile])
         #expect(history.status == 0, "\(history.stderr)")

@@ -75,7 +75,7 @@ struct MigrationTests {
     func foreignTableRefused() async throws {
         let directory = try TemporaryDirectory("mig")
         let path = directory.file("s.sqlite")
-        let result = try await Subprocess.run(sqliteShell, [path, "CREATE TABLE Item(id INTEGER PRIMARY KEY, name TEXT)"])
+        let result = try await runSQLiteShell(on: path, "CREATE TABLE Item(id INTEGER PRIMARY KEY, name TEXT)")
         #expect(result.status == 0)
         let error = try #require(throws: StoreError.self) { try Store(path: path, schema: Self.v1) }
         #expect(error.description.contains("not managed by logsync"))

@@ -63,8 +63,9 @@ struct SchemaAndArrivalTests {
             delays.append(ContinuousClock.now - start)
         }
         print("arrival wake-ups after publish: \(delays)")
-        // With a 30 s rescan interval, anything under a second can only be inotify.
-        #expect(delays.allSatisfy { $0 < .seconds(1) }, "\(delays)")
+        // With a 30 s rescan interval, anything under 10 s can only be inotify (it takes microseconds; the
+        // margin is for two cores whose cooperative threads other tests can hold for seconds).
+        #expect(delays.allSatisfy { $0 < .seconds(10) }, "\(delays)")
         let report = try cluster.engine(b).sync()
         #expect(report.appliedTransactions == 4)
     }

@@ -233,7 +233,7 @@ struct SharedFolderSyncTests {
         let cluster = try SyncCluster()
         let a = try cluster.store("a"), b = try cluster.store("b"), c = try cluster.store("c")
         let id = UUID().uuidString.lowercased()
-        let result = try await Subprocess.run(sqliteShell, [a.path, "INSERT INTO Note(id, title, rank) VALUES ('\(id)', 'from the shell', 7)"])
+        let result = try await runSQLiteShell(on: a.path, "INSERT INTO Note(id, title, rank) VALUES ('\(id)', 'from the shell', 7)")
         #expect(result.status == 0)
         _ = try cluster.engine(a).sync()
         _ = try cluster.engine(b).sync()

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Logging
+import LogsyncControl
 import LogsyncPlatform
 import LogsyncSystemd
 import Synchronization

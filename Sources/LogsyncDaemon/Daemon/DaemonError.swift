@@ -1,3 +1,4 @@
+import LogsyncControl
 import LogsyncPlatform
 
 /// Why `syncd` could not start, in words an operator can act on.

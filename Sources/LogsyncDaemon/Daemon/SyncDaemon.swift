@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import LogsyncControl
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
@@ -542,15 +543,6 @@ public final class SyncDaemon: Sendable {
         let handlers = state.withLock { Array($0.subscribers.values) }
         for handler in handlers { handler(event) }
     }
-}
-
-public struct ReloadResult: Codable, Sendable {
-    public var ok: Bool
-    public var message: String
-    /// Keys whose new values apply only after a restart.
-    public var needsRestart: [String]
-
-    enum CodingKeys: String, CodingKey { case ok, message, needsRestart = "needs_restart" }
 }
 
 extension Duration {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LogsyncControl
 import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync

@@ -110,6 +110,27 @@ public struct DaemonStatus: Codable, Sendable {
     /// Milliseconds until the next retry while backing off.
     public var retryInMilliseconds: Int?
 
+    public init(
+        state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil
+    ) {
+        self.state = state
+        self.account = account
+        self.node = node
+        self.store = store
+        self.sharedFolder = sharedFolder
+        self.startedAt = startedAt
+        self.lastSync = lastSync
+        self.pendingTransactions = pendingTransactions
+        self.pendingSegments = pendingSegments
+        self.peers = peers
+        self.quarantined = quarantined
+        self.rejected = rejected
+        self.ignoredFiles = ignoredFiles
+        self.ignored = ignored
+        self.lastError = lastError
+        self.retryInMilliseconds = retryInMilliseconds
+    }
+
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
@@ -124,6 +145,13 @@ public struct DaemonStatus: Codable, Sendable {
 public struct IgnoredEntry: Codable, Sendable, Hashable {
     public var path: String
     public var reason: String
+
+    public init(
+        path: String, reason: String
+    ) {
+        self.path = path
+        self.reason = reason
+    }
 }
 
 /// One completed sync round.
@@ -136,6 +164,19 @@ public struct SyncSummary: Codable, Sendable {
     public var appliedSegments: Int
     public var appliedTransactions: Int
     public var error: String?
+
+    public init(
+        round: Int, startedAt: Int64, finishedAt: Int64, ok: Bool, published: Int, appliedSegments: Int, appliedTransactions: Int, error: String? = nil
+    ) {
+        self.round = round
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.ok = ok
+        self.published = published
+        self.appliedSegments = appliedSegments
+        self.appliedTransactions = appliedTransactions
+        self.error = error
+    }
 
     enum CodingKeys: String, CodingKey {
         case round, startedAt = "started_at", finishedAt = "finished_at", ok, published
@@ -158,6 +199,18 @@ public struct PeerStatus: Codable, Sendable, Hashable {
     /// When a batch from that node was last applied (milliseconds since 1970).
     public var lastAppliedAt: Int64?
 
+    public init(
+        node: String, appliedSequence: UInt64, availableSequence: UInt64, lag: UInt64, waitingFor: UInt64? = nil, waitingReason: String? = nil, lastAppliedAt: Int64? = nil
+    ) {
+        self.node = node
+        self.appliedSequence = appliedSequence
+        self.availableSequence = availableSequence
+        self.lag = lag
+        self.waitingFor = waitingFor
+        self.waitingReason = waitingReason
+        self.lastAppliedAt = lastAppliedAt
+    }
+
     enum CodingKeys: String, CodingKey {
         case node, appliedSequence = "applied_seq", availableSequence = "available_seq", lag, waitingFor = "waiting_for"
         case waitingReason = "waiting_reason", lastAppliedAt = "last_applied_at"
@@ -170,6 +223,16 @@ public struct QuarantineEntry: Codable, Sendable, Hashable {
     public var lastSequence: UInt64
     public var reason: String
     public var location: String
+
+    public init(
+        node: String, firstSequence: UInt64, lastSequence: UInt64, reason: String, location: String
+    ) {
+        self.node = node
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.reason = reason
+        self.location = location
+    }
 
     enum CodingKeys: String, CodingKey {
         case node, firstSequence = "first_seq", lastSequence = "last_seq", reason, location
@@ -185,6 +248,18 @@ public struct TriggerResult: Codable, Sendable {
     public var waitingReasons: [String: String]?
     public var rejected: [String]
     public var quarantined: [String]
+
+    public init(
+        summary: SyncSummary, published: [String], applied: [String], waiting: [String: UInt64], waitingReasons: [String: String]? = nil, rejected: [String], quarantined: [String]
+    ) {
+        self.summary = summary
+        self.published = published
+        self.applied = applied
+        self.waiting = waiting
+        self.waitingReasons = waitingReasons
+        self.rejected = rejected
+        self.quarantined = quarantined
+    }
 
     enum CodingKeys: String, CodingKey {
         case summary, published, applied, waiting, waitingReasons = "waiting_reasons", rejected, quarantined
@@ -221,6 +296,18 @@ public struct HistoryEntry: Codable, Sendable {
     public var context: String?
     public var origin: String
     public var changes: Int
+
+    public init(
+        token: Int64, timestamp: String, time: String? = nil, author: String? = nil, context: String? = nil, origin: String, changes: Int
+    ) {
+        self.token = token
+        self.timestamp = timestamp
+        self.time = time
+        self.author = author
+        self.context = context
+        self.origin = origin
+        self.changes = changes
+    }
 }
 
 /// Something `syncctl watch` shows as it happens.
@@ -233,4 +320,30 @@ public struct DaemonEvent: Codable, Sendable {
     public var kind: Kind
     public var at: Int64
     public var message: String
+
+    public init(
+        kind: Kind, at: Int64, message: String
+    ) {
+        self.kind = kind
+        self.at = at
+        self.message = message
+    }
+}
+
+/// What a reload did: whether the new configuration applies, and which keys wait for a restart.
+public struct ReloadResult: Codable, Sendable {
+    public var ok: Bool
+    public var message: String
+    /// Keys whose new values apply only after a restart.
+    public var needsRestart: [String]
+
+    public init(
+        ok: Bool, message: String, needsRestart: [String]
+    ) {
+        self.ok = ok
+        self.message = message
+        self.needsRestart = needsRestart
+    }
+
+    enum CodingKeys: String, CodingKey { case ok, message, needsRestart = "needs_restart" }
 }

@@ -1,8 +1,6 @@
 import Foundation
+import LogsyncCore
 import LogsyncPlatform
-import LogsyncStore
-import LogsyncSync
-import LogsyncTransport
 
 /// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
 /// Every key is listed in ``DaemonConfiguration/keys`` and documented in `config/syncd.toml`.
@@ -133,7 +131,7 @@ public struct DaemonConfiguration: Sendable {
                 schemaPath = path
             case ("sync", "account"):
                 let value = try string()
-                if let problem = DirectoryTransport.accountNameProblem(value) {
+                if let problem = AccountName.problem(value) {
                     throw ConfigError(file: file, line: entry.line, "'sync.account' \(problem): \"\(value.excerpt())\"")
                 }
                 account = value
@@ -174,13 +172,6 @@ public struct DaemonConfiguration: Sendable {
                 file: file, line: line,
                 "control socket path \(socketPath.excerpt(200)) is \(socketPath.utf8.count) bytes; Unix sockets allow \(UnixSocket.maximumPathLength): choose a shorter path")
         }
-    }
-
-    /// The engine settings these keys describe.
-    public var syncConfiguration: SyncConfiguration {
-        SyncConfiguration(
-            account: account, maximumChangesPerSegment: segmentChanges,
-            batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds))
     }
 
     /// Whether the shared folder is one the daemon may create: the embedded default under its own state.
