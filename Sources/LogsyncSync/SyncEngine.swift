@@ -28,10 +28,18 @@ public struct SyncConfiguration: Sendable {
     }
 }
 
-/// Syncs one store through one transport: export local history, publish it, then verify and apply
-/// other nodes' segments in per-node sequence order, exactly once.
+/// The one entry for syncing: one store through one transport. Each ``sync(cancellation:)`` exports local
+/// history, publishes it, then verifies and applies other nodes' segments in per-node sequence order,
+/// exactly once, and says what it did in a ``SyncReport``.
 ///
-/// ``sync()`` calls are serialized; the daemon drives them, and tests call them directly.
+/// ```swift
+/// let store = try Store(path: "notes.sqlite", schema: .notes)
+/// let engine = try SyncEngine(store: store, sharedFolder: "/srv/shared", configuration: SyncConfiguration(account: "alice"))
+/// let report = try engine.sync()   // whenever there is something to do; syncd drives it on every commit and arrival
+/// ```
+///
+/// ``sync(cancellation:)`` calls are serialized. Everything below it (the outbox, cursors, segment imports)
+/// is the package's own: an app never imports a segment that the engine has not verified.
 public final class SyncEngine: Sendable {
     public let store: Store
     public let transport: any Transport
@@ -45,9 +53,17 @@ public final class SyncEngine: Sendable {
     /// At most this many segments at or below the cursor are read again per round, and for at most
     /// ``checkMilliseconds``: after a restart on a large folder, the check goes on over later rounds
     /// instead of holding up arrivals.
-    public static let checksPerRound = 256
-    public static let checkMilliseconds = 10
+    package static let checksPerRound = 256
+    package static let checkMilliseconds = 10
 
+    /// Syncs `store` through the shared folder `sharedFolder` (local, NFS, Syncthing), in the folder of
+    /// `configuration.account` beneath it. `sharedFolder` must exist.
+    public convenience init(store: Store, sharedFolder: String, configuration: SyncConfiguration = SyncConfiguration()) throws(TransportError) {
+        let transport = try DirectoryTransport(root: sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
+        self.init(store: store, transport: transport, configuration: configuration)
+    }
+
+    /// Syncs `store` through any ``Transport``.
     public init(store: Store, transport: any Transport, configuration: SyncConfiguration = SyncConfiguration()) {
         self.store = store
         self.transport = transport
@@ -101,7 +117,7 @@ public final class SyncEngine: Sendable {
     }
 
     /// Exports local history to the outbox and publishes everything unpublished.
-    public func export(into report: inout SyncReport) throws {
+    package func export(into report: inout SyncReport) throws {
         try exportToOutbox()
         try publish(into: &report)
     }

@@ -15,7 +15,7 @@ extension Schema {
 
 extension Store {
     /// The synced tables as a projection, to compare with a reference computed by the merge rules.
-    public func syncedTables() throws -> Projection {
+    package func syncedTables() throws -> Projection {
         var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
         for entity in schema.entities {
             guard let key = entity.primaryKey?.name else { continue }

@@ -198,9 +198,8 @@ struct Sync: ParsableCommand {
     func run() throws {
         try reportingErrors {
             let store = try options.open()
-            let transport = try DirectoryTransport(root: shared, account: account, node: NodeID(store.nodeID))
-            let engine = SyncEngine(
-                store: store, transport: transport,
+            let engine = try SyncEngine(
+                store: store, sharedFolder: shared,
                 configuration: SyncConfiguration(
                     account: account, maximumChangesPerSegment: segmentChanges,
                     batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMs)))

@@ -68,8 +68,7 @@ struct Tour: ParsableCommand {
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
         let second = try Store(path: directory + "/laptop.sqlite", schema: Self.schema)
         func engine(_ store: Store) throws -> SyncEngine {
-            SyncEngine(store: store, transport: try DirectoryTransport(root: shared, account: "tour", node: NodeID(store.nodeID)),
-                       configuration: SyncConfiguration(account: "tour"))
+            try SyncEngine(store: store, sharedFolder: shared, configuration: SyncConfiguration(account: "tour"))
         }
         print("\n5. a second node (\(second.nodeID.prefix(8))) syncs through the shared folder \(shared)")
         try first.write(author: "alice", context: "editor") { tx in

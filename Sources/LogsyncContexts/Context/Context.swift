@@ -144,7 +144,7 @@ public final class Context: Sendable {
     /// Reads the views of `ids` (store rows under unsaved changes), keyed by id; deleted ones are absent.
     private func readRows(_ ids: [ObjectID], columns: EntityColumns, state: inout State) throws -> [ObjectID: Row] {
         let keys = ids.map { columns.keyValue($0.id) }
-        let sql = columns.selectAll + " WHERE \(SchemaSQL.quote(columns.keyColumn)) IN ("
+        let sql = columns.selectAll + " WHERE \(SQLIdentifier.quoted(columns.keyColumn)) IN ("
             + Array(repeating: "?", count: keys.count).joined(separator: ", ") + ")"
         var stored: [ObjectID: Row] = [:]
         for values in try read(sql, keys, state: state) {
@@ -165,8 +165,8 @@ public final class Context: Sendable {
         let columns = try model.columns(of: entity)
         let filter = try ResolvedFilter(request.filter, entity: columns)
         for ordering in request.ordering { _ = try columns.type(of: ordering.column) }
-        let orderClause = (request.ordering.map { "\(SchemaSQL.quote($0.column)) \($0.ascending ? "ASC" : "DESC")" }
-            + ["\(SchemaSQL.quote(columns.keyColumn)) ASC"]).joined(separator: ", ")
+        let orderClause = (request.ordering.map { "\(SQLIdentifier.quoted($0.column)) \($0.ascending ? "ASC" : "DESC")" }
+            + ["\(SQLIdentifier.quoted(columns.keyColumn)) ASC"]).joined(separator: ", ")
         return try state.withLock { state in
             try checkOpen(state)
             let overlay = state.tracking.hasChanges(in: entity)
@@ -241,7 +241,7 @@ public final class Context: Sendable {
     /// The store's row for `id` (or the snapshot's), nil when there is none.
     func storeRow(_ id: ObjectID, state: State) throws -> Row? {
         let columns = try model.columns(of: id.entity)
-        let sql = columns.selectAll + " WHERE \(SchemaSQL.quote(columns.keyColumn)) = ?"
+        let sql = columns.selectAll + " WHERE \(SQLIdentifier.quoted(columns.keyColumn)) = ?"
         return try read(sql, [columns.keyValue(id.id)], state: state).first.map(columns.row)
     }
 
@@ -452,9 +452,9 @@ public final class Context: Sendable {
         let (expression, arguments) = try ResolvedFilter(filter, entity: columns).sql
         var deleted = 0
         try batchWrite(author: author, what: "delete \(R.entityName) records") { transaction in
-            let count = try transaction.rows("SELECT count(*) FROM \(SchemaSQL.quote(columns.name)) WHERE \(expression)", arguments)
+            let count = try transaction.rows("SELECT count(*) FROM \(SQLIdentifier.quoted(columns.name)) WHERE \(expression)", arguments)
             if case .integer(let value)? = count.first?.first { deleted = Int(value) }
-            try transaction.execute("DELETE FROM \(SchemaSQL.quote(columns.name)) WHERE \(expression)", arguments)
+            try transaction.execute("DELETE FROM \(SQLIdentifier.quoted(columns.name)) WHERE \(expression)", arguments)
         }
         try mergeIfAutomatic()
         return deleted

@@ -139,16 +139,16 @@ struct ResolvedFilter: Sendable {
             return "1"
         case .compare(let column, let comparison, let value):
             arguments.append(value)
-            return "\(SchemaSQL.quote(column)) \(comparison.rawValue) ?"
+            return "\(SQLIdentifier.quoted(column)) \(comparison.rawValue) ?"
         case .isNull(let column):
-            return "\(SchemaSQL.quote(column)) IS NULL"
+            return "\(SQLIdentifier.quoted(column)) IS NULL"
         case .contains(let column, let text, let caseInsensitive):
             arguments.append(.text(text))
-            return caseInsensitive ? "instr(lower(\(SchemaSQL.quote(column))), lower(?)) > 0" : "instr(\(SchemaSQL.quote(column)), ?) > 0"
+            return caseInsensitive ? "instr(lower(\(SQLIdentifier.quoted(column))), lower(?)) > 0" : "instr(\(SQLIdentifier.quoted(column)), ?) > 0"
         case .isIn(let column, let values):
             guard !values.isEmpty else { return "0" }
             arguments.append(contentsOf: values)
-            return "\(SchemaSQL.quote(column)) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
+            return "\(SQLIdentifier.quoted(column)) IN (" + Array(repeating: "?", count: values.count).joined(separator: ", ") + ")"
         case .and(let lhs, let rhs):
             return "(\(sql(lhs, &arguments)) AND \(sql(rhs, &arguments)))"
         case .or(let lhs, let rhs):

@@ -50,7 +50,7 @@ struct EntityColumns: Sendable {
 
     /// `SELECT` of every column, in ``columns`` order.
     var selectAll: String {
-        "SELECT " + columns.map(SchemaSQL.quote).joined(separator: ", ") + " FROM " + SchemaSQL.quote(name)
+        "SELECT " + columns.map(SQLIdentifier.quoted).joined(separator: ", ") + " FROM " + SQLIdentifier.quoted(name)
     }
 
     func row(_ values: [DatabaseValue]) -> Row {

@@ -20,18 +20,18 @@
 /// from the segment. Decoding throws ``SegmentError`` for any input and never traps.
 ///
 /// The decoder owns a zlib stream, so it cannot be copied.
-public struct SegmentDecoder: ~Copyable {
+package struct SegmentDecoder: ~Copyable {
     /// The segment's header, checked against the limits and, as decoding proceeds, against the body.
-    public let header: SegmentHeader
+    package let header: SegmentHeader
     /// The bounds the segment is checked against.
-    public let limits: SegmentLimits
+    package let limits: SegmentLimits
     /// The size of the uncompressed body, in bytes, as the trailer states it (checked when decoding ends).
-    public let uncompressedByteCount: Int
+    package let uncompressedByteCount: Int
 
     private var body: BodyDecoder
 
     /// Enough leading bytes of any segment for ``readHeader(_:limits:)``.
-    public static let maximumHeaderByteCount = SegmentFormat.maximumHeaderByteCount
+    package static let maximumHeaderByteCount = SegmentFormat.maximumHeaderByteCount
 
     /// Checks a complete segment and prepares to decode its transactions.
     ///
@@ -40,7 +40,7 @@ public struct SegmentDecoder: ~Copyable {
     ///   segment, ``SegmentError/Code/unsupportedFormat`` for a newer format (keep the file),
     ///   ``SegmentError/Code/truncated`` or ``SegmentError/Code/checksumMismatch`` for damaged bytes, and
     ///   ``SegmentError/Code/malformed`` for a header that breaks the format's rules.
-    public init(bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) {
+    package init(bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) {
         guard bytes.count <= limits.maxSegmentBytes else {
             throw SegmentError(
                 .limitExceeded, at: "byte 0", "the segment is \(bytes.count) bytes; maxSegmentBytes is \(limits.maxSegmentBytes)")
@@ -85,7 +85,7 @@ public struct SegmentDecoder: ~Copyable {
     /// has passed its final checks.
     ///
     /// After an error, every later call throws the same error.
-    public mutating func next() throws(SegmentError) -> LogTransaction? {
+    package mutating func next() throws(SegmentError) -> LogTransaction? {
         try body.next()
     }
 
@@ -100,13 +100,13 @@ public struct SegmentDecoder: ~Copyable {
     ///
     /// - Throws: ``SegmentError/Code/truncated`` when `prefix` is too short to hold the header, and the
     ///   errors ``init(bytes:limits:)`` throws for a bad header.
-    public static func readHeader(_ prefix: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) -> SegmentHeader {
+    package static func readHeader(_ prefix: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) -> SegmentHeader {
         try SegmentFormat.decodeHeader(prefix, limits: limits).0
     }
 
     /// Decodes a whole segment at once. Holds every transaction in memory: prefer ``next()`` for large
     /// segments.
-    public static func decode(_ bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) -> (
+    package static func decode(_ bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) -> (
         header: SegmentHeader, transactions: [LogTransaction]
     ) {
         var decoder = try SegmentDecoder(bytes: bytes, limits: limits)

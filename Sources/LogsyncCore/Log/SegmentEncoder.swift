@@ -20,28 +20,28 @@
 ///
 /// Encoding is deterministic: the same header fields and transactions always give the same bytes (with the
 /// same zlib build). The encoder owns a zlib stream, so it cannot be copied.
-public struct SegmentEncoder: ~Copyable {
+package struct SegmentEncoder: ~Copyable {
     /// The schema version the header records.
-    public let schemaVersion: Int
+    package let schemaVersion: Int
     /// The account the header records.
-    public let account: String
+    package let account: String
     /// The node the header records: the writer of every transaction in the segment.
-    public let node: NodeID
+    package let node: NodeID
     /// The bounds the segment stays within.
-    public let limits: SegmentLimits
+    package let limits: SegmentLimits
 
     /// How many transactions the segment holds so far.
-    public private(set) var transactionCount = 0
+    package private(set) var transactionCount = 0
     /// The size of the uncompressed body so far, in bytes.
-    public private(set) var uncompressedByteCount = 0
+    package private(set) var uncompressedByteCount = 0
     /// The sequence of the first transaction appended, nil while the segment is empty.
-    public private(set) var firstSequence: UInt64?
+    package private(set) var firstSequence: UInt64?
     /// The sequence of the last transaction appended: the next one must be its successor.
-    public private(set) var lastSequence: UInt64?
+    package private(set) var lastSequence: UInt64?
     /// The earliest timestamp among the appended transactions.
-    public private(set) var minTimestamp: HLCTimestamp?
+    package private(set) var minTimestamp: HLCTimestamp?
     /// The latest timestamp among the appended transactions.
-    public private(set) var maxTimestamp: HLCTimestamp?
+    package private(set) var maxTimestamp: HLCTimestamp?
 
     private var body: BodyEncoder
     private var record = ByteWriter()
@@ -57,7 +57,7 @@ public struct SegmentEncoder: ~Copyable {
     ///   - node: the node that wrote the transactions; 1 to 1,024 bytes of UTF-8.
     ///   - limits: the bounds the segment must stay within; readers should use the same.
     /// - Throws: ``SegmentError/Code/invalidArgument`` for an unusable header field.
-    public init(schemaVersion: Int, account: String, node: NodeID, limits: SegmentLimits = .default) throws(SegmentError) {
+    package init(schemaVersion: Int, account: String, node: NodeID, limits: SegmentLimits = .default) throws(SegmentError) {
         guard schemaVersion >= 0 else {
             throw SegmentError(.invalidArgument, at: "header", "schema version \(schemaVersion) is negative")
         }
@@ -75,7 +75,7 @@ public struct SegmentEncoder: ~Copyable {
     }
 
     /// An upper bound on the size of the segment ``finish()`` would return now, in bytes.
-    public var byteCountBound: Int { framingByteCount + deflater.finishedSizeBound(adding: 0) }
+    package var byteCountBound: Int { framingByteCount + deflater.finishedSizeBound(adding: 0) }
 
     /// Adds a transaction to the segment, or leaves the segment exactly as it was and throws.
     ///
@@ -83,7 +83,7 @@ public struct SegmentEncoder: ~Copyable {
     ///   appended; ``SegmentError/Code/segmentFull`` when it would take the segment over a per-segment
     ///   limit (finish this segment and start another); ``SegmentError/Code/limitExceeded`` when it can
     ///   never fit a segment under these limits.
-    public mutating func append(_ transaction: LogTransaction) throws(SegmentError) {
+    package mutating func append(_ transaction: LogTransaction) throws(SegmentError) {
         let site = "transaction \(transaction.sequence)"
         let tooMuch: SegmentError.Code = transactionCount == 0 ? .limitExceeded : .segmentFull
         guard transactionCount < limits.effectiveMaxTransactions else {
@@ -152,7 +152,7 @@ public struct SegmentEncoder: ~Copyable {
     /// Ends the segment and returns its bytes: header, compressed body, trailer.
     ///
     /// - Throws: ``SegmentError/Code/empty`` when no transaction was appended.
-    public consuming func finish() throws(SegmentError) -> [UInt8] {
+    package consuming func finish() throws(SegmentError) -> [UInt8] {
         guard let firstSequence, let lastSequence, let minTimestamp, let maxTimestamp else {
             throw SegmentError(.empty, at: "encoder", "a segment needs at least one transaction")
         }
@@ -174,7 +174,7 @@ public struct SegmentEncoder: ~Copyable {
     ///
     /// - Throws: as ``append(_:)`` and ``finish()``; ``SegmentError/Code/segmentFull`` means the
     ///   transactions need more than one segment.
-    public static func encode(
+    package static func encode(
         schemaVersion: Int, account: String, node: NodeID, transactions: some Sequence<LogTransaction>,
         limits: SegmentLimits = .default
     ) throws(SegmentError) -> [UInt8] {

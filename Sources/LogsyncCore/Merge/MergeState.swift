@@ -3,36 +3,36 @@
 /// Applying the same transactions in any order, with duplicates, gives the same state; ``project(_:)``
 /// turns a state into the visible tables. Together they are the reference the store's apply engine must
 /// match, and the definition of the merge rules in `docs/merge.md`.
-public struct MergeState: Sendable, Hashable {
-    public private(set) var rows: [RowKey: RowState] = [:]
+package struct MergeState: Sendable, Hashable {
+    package private(set) var rows: [RowKey: RowState] = [:]
 
-    public init() {}
+    package init() {}
 
     /// Merges every change of a transaction committed on `node`.
-    public mutating func apply(_ transaction: LogTransaction, from node: NodeID) {
+    package mutating func apply(_ transaction: LogTransaction, from node: NodeID) {
         let clock = Clock(transaction.timestamp, node)
         for change in transaction.changes {
             rows[RowKey(change.entity, change.primaryKey), default: RowState()].merge(change, at: clock)
         }
     }
 
-    public subscript(key: RowKey) -> RowState? { rows[key] }
+    package subscript(key: RowKey) -> RowState? { rows[key] }
 
     /// The visible tables under `schema`'s delete rules and unique keys.
-    public func project(_ schema: Schema) -> Projection {
+    package func project(_ schema: Schema) -> Projection {
         MergeProjector(schema: schema, rows: rows).evaluate().projection
     }
 }
 
 /// Visible rows per entity, keyed by primary key, with every non-key column.
-public struct Projection: Sendable, Hashable {
-    public var tables: [String: [DatabaseValue: [String: DatabaseValue]]]
+package struct Projection: Sendable, Hashable {
+    package var tables: [String: [DatabaseValue: [String: DatabaseValue]]]
 
-    public init(tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]) {
+    package init(tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]) {
         self.tables = tables
     }
 
-    public func row(_ entity: String, _ key: DatabaseValue) -> [String: DatabaseValue]? {
+    package func row(_ entity: String, _ key: DatabaseValue) -> [String: DatabaseValue]? {
         tables[entity]?[key]
     }
 }
@@ -173,7 +173,7 @@ package struct MergeProjector {
 
 extension DatabaseValue {
     /// The value a column takes from its declared default.
-    public init(_ value: DefaultValue) {
+    package init(_ value: DefaultValue) {
         switch value {
         case .integer(let v): self = .integer(v)
         case .real(let v): self = .real(v)

@@ -1,9 +1,9 @@
 /// A column value with the clock of the write that set it: a last-writer-wins register.
-public struct Register: Sendable, Hashable {
-    public var value: DatabaseValue
-    public var clock: Clock
+package struct Register: Sendable, Hashable {
+    package var value: DatabaseValue
+    package var clock: Clock
 
-    public init(_ value: DatabaseValue, _ clock: Clock) {
+    package init(_ value: DatabaseValue, _ clock: Clock) {
         self.value = value
         self.clock = clock
     }
@@ -13,28 +13,28 @@ public struct Register: Sendable, Hashable {
 ///
 /// The state is a join-semilattice: merging the same changes in any order, any number of times, gives the
 /// same state.
-public struct RowState: Sendable, Hashable {
+package struct RowState: Sendable, Hashable {
     /// Causal length: 0 never seen, odd exists, even deleted. Each insert after a delete and each delete
     /// adds one.
-    public var causalLength: UInt64
+    package var causalLength: UInt64
     /// The column registers written at ``causalLength``; registers of earlier lives are dropped when the
     /// causal length grows.
-    public var columns: [String: Register]
+    package var columns: [String: Register]
     /// The latest delete of this row, at any causal length. Delete rules compare it with the clocks of
     /// references to the row.
-    public var deletedAt: Clock?
+    package var deletedAt: Clock?
 
-    public init(causalLength: UInt64 = 0, columns: [String: Register] = [:], deletedAt: Clock? = nil) {
+    package init(causalLength: UInt64 = 0, columns: [String: Register] = [:], deletedAt: Clock? = nil) {
         self.causalLength = causalLength
         self.columns = columns
         self.deletedAt = deletedAt
     }
 
-    public var exists: Bool { causalLength % 2 == 1 }
+    package var exists: Bool { causalLength % 2 == 1 }
 
     /// Merges one change written at `clock`. Returns whether the state changed.
     @discardableResult
-    public mutating func merge(_ change: LogChange, at clock: Clock) -> Bool {
+    package mutating func merge(_ change: LogChange, at clock: Clock) -> Bool {
         // Every assignment below replaces a part with a different one (a later clock, a greater causal
         // length, a new register), so tracking them says whether the state changed without comparing it.
         var changed = false
@@ -60,7 +60,7 @@ public struct RowState: Sendable, Hashable {
     }
 
     /// Merges another replica's state of the same row.
-    public mutating func merge(_ other: RowState) {
+    package mutating func merge(_ other: RowState) {
         if let otherDelete = other.deletedAt, deletedAt.map({ otherDelete > $0 }) ?? true {
             deletedAt = otherDelete
         }
@@ -76,31 +76,31 @@ public struct RowState: Sendable, Hashable {
 }
 
 /// Identifies a row across nodes.
-public struct RowKey: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public var entity: String
-    public var primaryKey: DatabaseValue
+package struct RowKey: Sendable, Hashable, Comparable, CustomStringConvertible {
+    package var entity: String
+    package var primaryKey: DatabaseValue
 
-    public init(_ entity: String, _ primaryKey: DatabaseValue) {
+    package init(_ entity: String, _ primaryKey: DatabaseValue) {
         self.entity = entity
         self.primaryKey = primaryKey
     }
 
-    public static func < (lhs: Self, rhs: Self) -> Bool {
+    package static func < (lhs: Self, rhs: Self) -> Bool {
         lhs.entity != rhs.entity ? lhs.entity < rhs.entity : lhs.primaryKey.sortsBefore(rhs.primaryKey)
     }
 
-    public var description: String { "\(entity)(\(primaryKey))" }
+    package var description: String { "\(entity)(\(primaryKey))" }
 }
 
 extension DatabaseValue {
     /// A total order used to pick deterministic winners (e.g. of unique-key collisions): SQLite's own
     /// order, as in ``sqliteOrder(comparedTo:)``.
-    public func sortsBefore(_ other: DatabaseValue) -> Bool { sqliteOrder(comparedTo: other) < 0 }
+    package func sortsBefore(_ other: DatabaseValue) -> Bool { sqliteOrder(comparedTo: other) < 0 }
 
     /// Negative, zero or positive as this value sorts before, with, or after `other` in SQLite's order:
     /// NULL first, then numbers (integers and reals by value), then text (byte by byte: the BINARY
     /// collation), then blobs (byte by byte).
-    public func sqliteOrder(comparedTo other: DatabaseValue) -> Int {
+    package func sqliteOrder(comparedTo other: DatabaseValue) -> Int {
         func rank(_ value: DatabaseValue) -> Int {
             switch value {
             case .null: return 0

@@ -6,7 +6,7 @@ import LogsyncCore
 /// Capture uses triggers, not SQLite's pre-update hook or session extension, because only triggers see
 /// writes from processes that do not load logsync (the `sqlite3` shell, a Python script). See
 /// `docs/history.md`.
-package enum SchemaSQL {
+enum SchemaSQL {
     /// Bumped when logsync's own tables change shape; `SchemaRegistration` migrates older stores.
     ///
     /// - 1: `_ls_row` keyed by (entity, pk), `WITHOUT ROWID`.
@@ -174,11 +174,7 @@ package enum SchemaSQL {
     /// merge's own uncommitted transaction, so every other writer sees 0.
     static let unlessMerging = "(SELECT merging FROM _ls_state WHERE id = 1) = 0"
 
-    package static func quote(_ identifier: String) -> String {
-        // Validated schema names never contain a quote; only other names need escaping.
-        guard identifier.utf8.contains(UInt8(ascii: "\"")) else { return "\"" + identifier + "\"" }
-        return "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
+    static func quote(_ identifier: String) -> String { SQLIdentifier.quoted(identifier) }
 
     static func literal(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: "''") + "'"

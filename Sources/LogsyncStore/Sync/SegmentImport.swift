@@ -7,7 +7,7 @@ import LogsyncPlatform
 private typealias Value = DatabaseValue
 
 /// What importing one segment did.
-public enum ImportOutcome: Sendable, Hashable {
+package enum ImportOutcome: Sendable, Hashable {
     case applied(transactions: Int)
     /// Already applied (a re-delivery): nothing done.
     case alreadyApplied
@@ -18,13 +18,13 @@ public enum ImportOutcome: Sendable, Hashable {
 }
 
 /// A verified segment from another node, decoded, ready to import.
-public struct SegmentImport: Sendable {
-    public var header: SegmentHeader
-    public var transactions: [LogTransaction]
+package struct SegmentImport: Sendable {
+    package var header: SegmentHeader
+    package var transactions: [LogTransaction]
     /// The checksum of its bytes: a segment interrupted between batches resumes only with the same bytes.
-    public var checksum: UInt64
+    package var checksum: UInt64
 
-    public init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
+    package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
         self.header = header
         self.transactions = transactions
         self.checksum = checksum
@@ -34,7 +34,7 @@ public struct SegmentImport: Sendable {
 extension Store {
     /// Applies a verified segment from another node, exactly once (``importSegments(from:account:maximumChanges:batching:limits:next:outcome:)``
     /// with one segment).
-    public func importSegment(
+    package func importSegment(
         header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, account: String,
         maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(), limits: SegmentLimits = .default
     ) throws -> ImportOutcome {
@@ -68,7 +68,7 @@ extension Store {
     /// `isCancelled` is asked before each batch: once it answers yes, the import returns after the last
     /// committed batch (a stop never waits for a whole import, and loses nothing: the cursor says where
     /// the next import goes on).
-    public func importSegments(
+    package func importSegments(
         from origin: NodeID, account: String, maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(),
         limits: SegmentLimits = .default, isCancelled: () -> Bool = { false },
         next: (_ cursor: UInt64) throws -> SegmentImport?,

@@ -3,7 +3,7 @@ import LogsyncCore
 /// What the daemon reports about a store's sync state: read-only queries on the reader connection.
 extension Store {
     /// Local history transactions not yet folded into the outbox, and outbox segments not yet published.
-    public func pendingExports() throws -> (transactions: Int, segments: Int) {
+    package func pendingExports() throws -> (transactions: Int, segments: Int) {
         try reading { connection in
             let exported = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_token'") ?? 0
             let transactions = try connection.int64(
@@ -14,7 +14,7 @@ extension Store {
     }
 
     /// Every node this store has applied history from: the last sequence applied and when (ms since 1970).
-    public func peerCursors() throws -> [(node: NodeID, appliedSequence: UInt64, appliedAt: Int64)] {
+    package func peerCursors() throws -> [(node: NodeID, appliedSequence: UInt64, appliedAt: Int64)] {
         try reading { connection in
             try connection.rows("SELECT node, last_seq, applied_at FROM _ls_cursor ORDER BY node").compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let last) = row[1], case .integer(let at) = row[2] else { return nil }
@@ -24,7 +24,7 @@ extension Store {
     }
 
     /// The most recent `limit` history transactions, oldest first.
-    public func recentHistory(limit: Int) throws -> [HistoryTransaction] {
+    package func recentHistory(limit: Int) throws -> [HistoryTransaction] {
         let start = try reading { connection in
             try connection.int64("SELECT seq FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1 OFFSET ?", [.integer(Int64(max(limit, 1)))]) ?? 0
         }

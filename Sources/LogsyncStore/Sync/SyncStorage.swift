@@ -7,21 +7,21 @@ import LogsyncPlatform
 private typealias Value = DatabaseValue
 
 /// An encoded segment of this node's history, waiting in the outbox or already published.
-public struct OutboxSegment: Sendable, Hashable {
-    public var firstSequence: UInt64
-    public var lastSequence: UInt64
-    public var bytes: [UInt8]
+package struct OutboxSegment: Sendable, Hashable {
+    package var firstSequence: UInt64
+    package var lastSequence: UInt64
+    package var bytes: [UInt8]
 }
 
 /// A segment that must not be applied: the same node and sequence with different content.
-public struct QuarantineRecord: Sendable, Hashable {
-    public var node: NodeID
-    public var firstSequence: UInt64
-    public var lastSequence: UInt64
-    public var reason: String
-    public var location: String
+package struct QuarantineRecord: Sendable, Hashable {
+    package var node: NodeID
+    package var firstSequence: UInt64
+    package var lastSequence: UInt64
+    package var reason: String
+    package var location: String
 
-    public init(node: NodeID, firstSequence: UInt64, lastSequence: UInt64, reason: String, location: String) {
+    package init(node: NodeID, firstSequence: UInt64, lastSequence: UInt64, reason: String, location: String) {
         self.node = node
         self.firstSequence = firstSequence
         self.lastSequence = lastSequence
@@ -97,7 +97,7 @@ extension Store {
     /// changes per segment, unless one transaction is larger), committed with `synchronous=FULL` so
     /// that a segment is never published for history a power loss could roll back. Returns how many
     /// segments were added.
-    public func exportToOutbox(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> Int {
+    package func exportToOutbox(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> Int {
         try durably {
             try syncTransaction { state, _ in
                 try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
@@ -107,7 +107,7 @@ extension Store {
 
     /// Segments in the outbox not yet published, oldest first. Only the outbox after the published mark
     /// is read (see ``markPublished(firstSequence:)``), so the cost does not grow with what was shipped.
-    public func unpublishedSegments() throws -> [OutboxSegment] {
+    package func unpublishedSegments() throws -> [OutboxSegment] {
         try reading { connection in
             try connection.rows(
                 "SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE first_seq >= \(Self.publishedMark) AND shipped = 0 ORDER BY first_seq"
@@ -121,7 +121,7 @@ extension Store {
     /// Records that a segment is durably published; its bytes are dropped from the outbox. The published
     /// mark (`published_seq` in `_ls_meta`) moves up to it when nothing before it waits: every outbox
     /// segment that starts below the mark is published.
-    public func markPublished(firstSequence: UInt64) throws {
+    package func markPublished(firstSequence: UInt64) throws {
         _ = try perform(marker: Marker()) { tx in
             let first = DatabaseValue.integer(Int64(firstSequence))
             try tx.execute("UPDATE _ls_outbox SET shipped = 1, bytes = X'' WHERE first_seq = ?", [first])
@@ -138,14 +138,14 @@ extension Store {
     static let publishedMark = "ifnull((SELECT value FROM _ls_meta WHERE key = 'published_seq'), 0)"
 
     /// The last sequence applied from `node` (0 when none).
-    public func appliedSequence(from node: NodeID) throws -> UInt64 {
+    package func appliedSequence(from node: NodeID) throws -> UInt64 {
         try reading { connection in
             UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(node.rawValue)]) ?? 0)
         }
     }
 
     /// Every node this store has applied segments from, with the last sequence applied.
-    public func appliedSequences() throws -> [NodeID: UInt64] {
+    package func appliedSequences() throws -> [NodeID: UInt64] {
         try reading { connection in
             var result: [NodeID: UInt64] = [:]
             for row in try connection.rows("SELECT node, last_seq FROM _ls_cursor") {
@@ -157,7 +157,7 @@ extension Store {
 
     /// The checksum recorded when the segment starting at `firstSequence` from `node` was applied, with
     /// its last sequence; nil if no segment starting there was applied.
-    public func appliedSegment(from node: NodeID, firstSequence: UInt64) throws -> (lastSequence: UInt64, checksum: UInt64)? {
+    package func appliedSegment(from node: NodeID, firstSequence: UInt64) throws -> (lastSequence: UInt64, checksum: UInt64)? {
         try reading { connection in
             guard let row = try connection.rows(
                 "SELECT last_seq, checksum FROM _ls_segment WHERE node = ? AND first_seq = ?", [.text(node.rawValue), .integer(Int64(firstSequence))]).first,
@@ -188,7 +188,7 @@ extension Store {
     }
 
     /// Records a divergent segment so it is reported, never applied. Recording the same one twice is a no-op.
-    public func quarantine(_ record: QuarantineRecord) throws {
+    package func quarantine(_ record: QuarantineRecord) throws {
         _ = try perform(marker: Marker()) { tx in
             try tx.execute(
                 "INSERT OR IGNORE INTO _ls_quarantine(node, first_seq, last_seq, reason, location, at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -197,7 +197,7 @@ extension Store {
         }
     }
 
-    public func quarantined() throws -> [QuarantineRecord] {
+    package func quarantined() throws -> [QuarantineRecord] {
         try reading { connection in
             try connection.rows("SELECT node, first_seq, last_seq, reason, location FROM _ls_quarantine ORDER BY id").compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let first) = row[1], case .integer(let last) = row[2],
@@ -209,7 +209,7 @@ extension Store {
     }
 
     /// The last sequence this node has exported.
-    public func exportedSequence() throws -> UInt64 {
+    package func exportedSequence() throws -> UInt64 {
         try reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0) }
     }
 }
