@@ -339,8 +339,9 @@ public struct DirectoryTransport: Transport {
             state.everything = true
             return state.generation
         }
+        // Ends the watcher's wait; without inotify the loop ends at its next yield.
         continuation.onTermination = { _ in watch?.stop() }
-        let thread = Thread {
+        _ = WatchThread(name: "logsync.directory-transport", watch: watch) { waiter in
             var folders: [Int32: String] = [:]
             var listAccount = true
             while true {
@@ -366,12 +367,8 @@ public struct DirectoryTransport: Transport {
                 }
                 // The first wake-up comes at once: a consumer looks when it starts.
                 if case .terminated = continuation.yield(()) { break }
-                guard let watch else {
-                    Thread.sleep(forTimeInterval: Double(max(interval, 1)) / 1000)
-                    reports.reports.withLock { $0.rescanDue = true }
-                    continue
-                }
-                let (wake, events) = watch.waitForEvents(timeoutMilliseconds: max(interval, 1))
+                // Without inotify this sleeps for the interval and every wake-up is a rescan.
+                let (wake, events) = waiter.next(timeoutMilliseconds: max(interval, 1))
                 if wake == .stopped { break }
                 reports.reports.withLock { state in
                     guard state.generation == generation else { return }
@@ -383,7 +380,7 @@ public struct DirectoryTransport: Transport {
                         if event.overflowed {
                             state.everything = true
                             listAccount = true
-                        } else if event.watch == watch.rootWatch {
+                        } else if event.watch == watch?.rootWatch {
                             state.accountChanged = true
                             if event.isDirectory { listAccount = true }
                         } else if let name = folders[event.watch] {
@@ -406,8 +403,6 @@ public struct DirectoryTransport: Transport {
             }
             continuation.finish()
         }
-        thread.name = "logsync.directory-transport"
-        thread.start()
         return stream
     }
 

@@ -53,7 +53,7 @@ extension Store {
         // The baseline is taken before returning, so every commit after this call is reported.
         let baselineVersion = (try? dataVersion()) ?? 0
         let baselineToken = (try? sealPendingChanges()) ?? .zero
-        let thread = Thread { [self] in
+        _ = WatchThread(name: "logsync.commit-monitor", watch: watch) { [self] waiter in
             var lastVersion = baselineVersion
             var lastToken = baselineToken
             // A writer appends to the WAL (an inotify event) before it publishes the commit in the
@@ -61,19 +61,15 @@ extension Store {
             // After an event, re-check every 2 ms for a short while instead of waiting for the next one.
             var recheckUntil: ContinuousClock.Instant?
             while !observation.isCancelled {
-                if let watch {
-                    // Inotify delivers local commits at once; the slow timeout covers file systems that do not
-                    // report changes made by other hosts.
-                    let rechecking = recheckUntil.map { ContinuousClock.now < $0 } ?? false
-                    switch watch.wait(timeoutMilliseconds: rechecking ? 2 : 1_000) {
-                    case .stopped: break
-                    case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
-                    case .timeout: if !rechecking { recheckUntil = nil }
-                    }
-                    if observation.isCancelled { break }
-                } else {
-                    Thread.sleep(forTimeInterval: Double(pollMilliseconds) / 1000)
+                // Inotify delivers local commits at once; the slow timeout covers file systems that do not
+                // report changes made by other hosts. Without inotify, the wait is the poll interval.
+                let rechecking = recheckUntil.map { ContinuousClock.now < $0 } ?? false
+                switch waiter.next(timeoutMilliseconds: watch == nil ? pollMilliseconds : rechecking ? 2 : 1_000).wake {
+                case .stopped: break
+                case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
+                case .timeout: if !rechecking { recheckUntil = nil }
                 }
+                if observation.isCancelled { break }
                 guard let version = try? dataVersion(), version != lastVersion else { continue }
                 lastVersion = version
                 guard let token = try? sealPendingChanges(), token > lastToken else { continue }
@@ -83,8 +79,6 @@ extension Store {
             }
             finished()
         }
-        thread.name = "logsync.commit-monitor"
-        thread.start()
         return observation
     }
 }

@@ -1,8 +1,6 @@
 import CSQLite
-#if canImport(Glibc)
-import Glibc
-#endif
 import LogsyncCore
+import LogsyncPlatform
 
 /// One libsqlite3 connection: the only type that owns an `sqlite3*`.
 ///
@@ -123,7 +121,7 @@ final class Connection {
         let rc = sqlite3_busy_handler(handle, { limit, attempts in
             let milliseconds = Int32(Int(bitPattern: limit) - 1)
             guard attempts < milliseconds else { return 0 }
-            usleep(1_000)
+            Pause.microseconds(1_000)
             return 1
         }, limit)
         guard rc == SQLITE_OK else { throw error(rc, sql: nil) }

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 
 extension Store {
     /// The schema registered in the store file at `path`, or nil when there is no store there (or it was
@@ -35,7 +36,7 @@ extension Store {
             do {
                 return try body()
             } catch let error as SQLiteError where error.isBusy && ContinuousClock.now < deadline {
-                usleep(1_000)
+                Pause.microseconds(1_000)
             }
         }
     }

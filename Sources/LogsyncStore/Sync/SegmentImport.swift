@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import LogsyncCore
 import LogsyncPlatform
 
@@ -105,7 +102,7 @@ extension Store {
                 letForeignWriterIn()
             case .timeUp:
                 // A writer that cannot announce itself may be polling for the lock: leave it a moment.
-                usleep(1_000)
+                Pause.microseconds(1_000)
             case .full, .exhausted:
                 break
             }
@@ -228,11 +225,11 @@ extension Store {
     /// process polls for SQLite's lock: wait (briefly) until it has written.
     private func letForeignWriterIn() {
         guard !intent.writersOfThisProcess else {
-            usleep(1_000)
+            Pause.microseconds(1_000)
             return
         }
         let deadline = ContinuousClock.now + .milliseconds(50)
-        while intent.writerWaits, ContinuousClock.now < deadline { usleep(200) }
+        while intent.writerWaits, ContinuousClock.now < deadline { Pause.microseconds(200) }
     }
 
     /// Whether local history waits to be folded, as far as a read outside the write transaction can tell
