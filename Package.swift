@@ -94,11 +94,13 @@ let package = Package(
                 "LogsyncCore",
                 "LogsyncPlatform",
                 "LogsyncStore",
+                "LogsyncTestKit",
                 "LogsyncTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // Temp directories and real child processes for the tests (and, later, the multi-node kit).
+        // For tests and benchmarks alike: temp directories, real child processes, deadline-bounded waits,
+        // SyncdCluster.
         .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),

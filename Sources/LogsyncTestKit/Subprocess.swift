@@ -10,12 +10,35 @@ public enum Products {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     }
 
+    /// `LOGSYNC_BIN_DIR` when set, else the package's `.build/debug` (where `swift build` puts what the
+    /// tests start).
     public static var directory: String {
-        if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"] { return override }
+        if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"], !override.isEmpty { return override }
         return packageRoot + "/.build/debug"
     }
 
     public static func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Where to look for a sibling executable of the running one (a benchmark starting `syncd`):
+    /// `LOGSYNC_BIN_DIR` when set, else the running executable's own folder.
+    public static var siblingFolders: [String] {
+        if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"], !override.isEmpty { return [override] }
+        var folders: [String] = []
+        if CommandLine.arguments[0].contains("/") {
+            folders.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path)
+        }
+        if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            let folder = URL(fileURLWithPath: executable).deletingLastPathComponent().path
+            if !folders.contains(folder) { folders.append(folder) }
+        }
+        return folders
+    }
+
+    /// The executable `name` built next to the running one, or nil with the folders it looked in.
+    public static func sibling(_ name: String) -> (path: String?, searched: [String]) {
+        let folders = siblingFolders
+        return (folders.map { $0 + "/" + name }.first { FileManager.default.isExecutableFile(atPath: $0) }, folders)
+    }
 }
 
 /// Programs from outside the package that some tests need. A test that needs one is disabled with

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LogsyncTestKit
 import LogsyncCore
 import LogsyncStore
 
@@ -123,7 +124,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     /// Seconds to insert `rows` in one transaction with one prepared statement.
     static func plainBulk(_ rows: ArraySlice<NoteRow>) throws -> Double {
         try withTemporaryDirectory { directory in
-            let db = try PlainDatabase(path: directory.path("plain.sqlite"))
+            let db = try PlainDatabase(path: directory.file("plain.sqlite"))
             try db.execute(NoteFixture.plainDDL)
             let seconds = try timed {
                 let insert = try db.prepare(NoteFixture.plainInsertSQL)
@@ -139,7 +140,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     /// Seconds to insert `rows` as one transaction each.
     static func plainSingle(_ rows: ArraySlice<NoteRow>) throws -> Double {
         try withTemporaryDirectory { directory in
-            let db = try PlainDatabase(path: directory.path("plain.sqlite"))
+            let db = try PlainDatabase(path: directory.file("plain.sqlite"))
             try db.execute(NoteFixture.plainDDL)
             let seconds = try timed {
                 let insert = try db.prepare(NoteFixture.plainInsertSQL)
@@ -166,7 +167,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     /// Seconds to insert `rows` in one `store.write`, with the baseline's INSERT or the dictionary API.
     static func capturedBulk(_ rows: ArraySlice<NoteRow>, dictionaryAPI: Bool = false) throws -> Double {
         try withTemporaryDirectory { directory in
-            let store = try Store(path: directory.path("captured.sqlite"), schema: NoteFixture.schema)
+            let store = try Store(path: directory.file("captured.sqlite"), schema: NoteFixture.schema)
             let seconds = try timed {
                 try store.write(author: author, context: context) { tx in
                     if dictionaryAPI {
@@ -184,7 +185,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     /// Seconds to insert `rows` with one `store.write` each.
     static func capturedSingle(_ rows: ArraySlice<NoteRow>) throws -> Double {
         try withTemporaryDirectory { directory in
-            let store = try Store(path: directory.path("captured.sqlite"), schema: NoteFixture.schema)
+            let store = try Store(path: directory.file("captured.sqlite"), schema: NoteFixture.schema)
             let seconds = try timed {
                 for row in rows {
                     try store.write(author: author, context: context) { tx in
@@ -212,7 +213,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
     /// The plain table must have exactly the DDL the store generates, or the ratio measures more than capture.
     static func checkSameTableShape() throws {
         try withTemporaryDirectory { directory in
-            let store = try Store(path: directory.path("shape.sqlite"), schema: NoteFixture.schema)
+            let store = try Store(path: directory.file("shape.sqlite"), schema: NoteFixture.schema)
             let sql = try store.read("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'Note'")
             guard case .text(let storeDDL)? = sql.first?.first else {
                 throw BenchError("the store created no table 'Note'")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import LogsyncTestKit
 import LogsyncContexts
 import LogsyncCore
 import LogsyncPlatform
@@ -146,23 +147,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
     /// `syncd` next to the running executable (`LOGSYNC_BIN_DIR` overrides the folder); a clear error when
     /// it has not been built.
     static func locateSyncd() throws -> String {
-        var folders: [String] = []
-        if let override = ProcessInfo.processInfo.environment["LOGSYNC_BIN_DIR"], !override.isEmpty {
-            folders.append(override)
-        } else {
-            let argument0 = CommandLine.arguments[0]
-            if argument0.contains("/") {
-                folders.append(URL(fileURLWithPath: argument0).deletingLastPathComponent().path)
-            }
-            if let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-                let folder = URL(fileURLWithPath: executable).deletingLastPathComponent().path
-                if !folders.contains(folder) { folders.append(folder) }
-            }
-        }
-        for folder in folders {
-            let candidate = folder + "/syncd"
-            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-        }
+        let (found, folders) = Products.sibling("syncd")
+        if let found { return found }
         Report.progress(
             "error: the latency suite runs real syncd processes, but there is no syncd executable in "
                 + (folders.isEmpty ? "the folder of logsync-bench" : folders.joined(separator: " or ")) + ".\n"
@@ -187,14 +173,14 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
     }
 
     static func measure(directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int) throws -> [Sample] {
-        let shared = directory.path("shared")
+        let shared = directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
-        let schemaFile = directory.path("schema.json")
+        let schemaFile = directory.file("schema.json")
         try Data(schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
         let configs = try ["a", "b"].map { try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared) }
 
         // Daemons are stopped on every way out of this function (and by the signal handler on Ctrl-C).
-        let daemons = Daemons(scratch: directory.url.path)
+        let daemons = Daemons(scratch: directory.path)
         defer { daemons.stopAll() }
         let daemonA = try daemons.start(name: "A", executable: syncd, arguments: ["--config", configs[0]])
         let daemonB = try daemons.start(name: "B", executable: syncd, arguments: ["--config", configs[1]])
@@ -203,10 +189,10 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         try daemonB.awaitReady(timeout: readyTimeout)
         Report.progress("  both daemons ready after \(formatted((ContinuousClock.now - readyStart).inMilliseconds, decimals: 0)) ms (pids \(daemonA.pid), \(daemonB.pid))")
 
-        let storeA = try Store(path: directory.path("a/store.sqlite"), schema: schema)
-        let storeB = try Store(path: directory.path("b/store.sqlite"), schema: schema)
+        let storeA = try Store(path: directory.file("a/store.sqlite"), schema: schema)
+        let storeB = try Store(path: directory.file("b/store.sqlite"), schema: schema)
         // B's app: a container with store connections of its own, not the ones the store figure reads.
-        let containerB = try Container(path: directory.path("b/store.sqlite"), schema: schema)
+        let containerB = try Container(path: directory.file("b/store.sqlite"), schema: schema)
         defer { containerB.close() }
         let contextArrivals = ContextArrivals(containerB.viewContext)
 
@@ -273,7 +259,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
     /// Makes the node folder `name` in `directory` with a `syncd.toml` (store, schema, account, shared folder,
     /// control socket; every other key at its default) and returns the configuration's path.
     static func writeNodeConfig(directory: TemporaryDirectory, name: String, schemaFile: String, shared: String) throws -> String {
-        let folder = directory.path(name)
+        let folder = directory.file(name)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         let config = folder + "/syncd.toml"
         try Data(
@@ -369,35 +355,23 @@ extension Duration {
 // MARK: - Daemon processes
 
 extension LatencySuite {
-    /// One `syncd` child: its process and everything it wrote to stderr.
+    /// One `syncd` child (TestKit's ``Subprocess``, which reads its output without losing any): its
+    /// process and everything it wrote to stderr.
     final class Daemon: Sendable {
         let name: String
-        private let process = Process()
-        private let output = Mutex("")
+        private let child: Subprocess
+        private var process: Process { child.process }
 
         init(name: String, executable: String, arguments: [String]) throws {
             self.name = name
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-            let errors = Pipe()
-            process.standardError = errors
-            process.standardOutput = FileHandle.nullDevice
-            process.standardInput = FileHandle.nullDevice
-            errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
-                let data = handle.availableData
-                guard !data.isEmpty else {
-                    handle.readabilityHandler = nil
-                    return
-                }
-                self?.output.withLock { $0 += String(decoding: data, as: UTF8.self) }
-            }
-            try process.run()
+            child = try Subprocess(executable, arguments)
+            try child.closeInput()
         }
 
         var pid: Int32 { process.processIdentifier }
         var isRunning: Bool { process.isRunning }
         var exitStatus: Int32 { process.isRunning ? -1 : process.terminationStatus }
-        var log: String { output.withLock { $0 } }
+        var log: String { child.stderr }
 
         /// Waits for "syncd ready" on stderr; throws with the daemon's log when it exits or the deadline passes.
         func awaitReady(timeout: Duration) throws {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LogsyncTestKit
 import LogsyncCore
 import LogsyncStore
 
@@ -127,7 +128,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         }
         guard let ours, let baseline else { throw BenchError("a side of the round did not run") }
         let sqlAlone = try withTemporaryDirectory { directory in
-            try SegmentFixture.importSQLAlone(rows, stateBytes: ours.stateBytes, at: directory.path("sql-alone.sqlite"))
+            try SegmentFixture.importSQLAlone(rows, stateBytes: ours.stateBytes, at: directory.file("sql-alone.sqlite"))
         }
         return RoundResult(
             applySeconds: baseline.seconds, sqlAloneSeconds: sqlAlone, oursSeconds: ours.seconds, decodeSeconds: ours.decode,
@@ -138,9 +139,9 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     /// The baseline: capture with a session, then time `sqlite3changeset_apply` on a fresh database.
     static func changesetApply(_ rows: ArraySlice<NoteRow>, describe: Bool) throws -> (seconds: Double, bytes: Int) {
         try withTemporaryDirectory { directory in
-            let changeset = try SegmentFixture.sessionChangeset(rows, at: directory.path("session-source.sqlite"))
+            let changeset = try SegmentFixture.sessionChangeset(rows, at: directory.file("session-source.sqlite"))
             let seconds = try SegmentFixture.applyChangeset(
-                changeset, rows: rows.count, at: directory.path("session-target.sqlite"), describe: describe)
+                changeset, rows: rows.count, at: directory.file("session-target.sqlite"), describe: describe)
             return (seconds, changeset.count)
         }
     }
@@ -151,10 +152,10 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         seconds: Double, decode: Double, segments: Int, bytes: Int, bodyBytes: Int, stateBytes: Int
     ) {
         try withTemporaryDirectory { directory in
-            let source = try SegmentFixture.sourceStore(rows, at: directory.path("source.sqlite"))
+            let source = try SegmentFixture.sourceStore(rows, at: directory.file("source.sqlite"))
             let segments = try SegmentFixture.export(source)
             let bytes = segments.reduce(0) { $0 + $1.bytes.count }
-            let target = try Store(path: directory.path("target.sqlite"), schema: NoteFixture.schema)
+            let target = try Store(path: directory.file("target.sqlite"), schema: NoteFixture.schema)
 
             var imported = SegmentFixture.Imported()
             let seconds = try timed {

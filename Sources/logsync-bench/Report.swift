@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncTestKit
 
 /// Which direction of a metric is an improvement.
 enum Better: String, Sendable {
@@ -121,20 +122,12 @@ func formatted(_ value: Double, decimals: Int = 3) -> String {
 
 // MARK: - Scratch files
 
-/// A fresh directory under the system temporary directory, removed by ``withTemporaryDirectory(_:)``.
-struct TemporaryDirectory {
-    let url: URL
-
-    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-}
-
-/// Runs `body` with a fresh temporary directory and removes it afterwards. Anything that holds files open
-/// in it (a `Store`, a ``PlainDatabase``) must be released before `body` returns.
+/// Runs `body` with a fresh temporary directory (TestKit's, as the tests use) and removes it afterwards.
+/// Anything that holds files open in it (a `Store`, a ``PlainDatabase``) must be released before `body`
+/// returns.
 func withTemporaryDirectory<T>(_ body: (TemporaryDirectory) throws -> T) throws -> T {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-bench-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try body(TemporaryDirectory(url: url))
+    let directory = try TemporaryDirectory("bench")
+    return try withExtendedLifetime(directory) { try body(directory) }
 }
 
 /// A benchmark precondition that failed (wrong row counts, an unexpected table shape).

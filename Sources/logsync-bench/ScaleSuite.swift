@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import Foundation
+import LogsyncTestKit
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
@@ -79,9 +80,9 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
             var latencies: [Double] = []
         }
         let levels: [Level] = try withTemporaryDirectory { directory in
-            let shared = directory.path("shared")
+            let shared = directory.file("shared")
             try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
-            let schemaFile = directory.path("schema.json")
+            let schemaFile = directory.file("schema.json")
             try Data(LatencySuite.schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
             let configs = try ["a", "b"].map {
                 try LatencySuite.writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared)
@@ -89,14 +90,14 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
             let history = History(folder: shared + "/" + Self.account)
             try history.extend(to: sizes.levels[0])
 
-            let daemons = LatencySuite.Daemons(scratch: directory.url.path)
+            let daemons = LatencySuite.Daemons(scratch: directory.path)
             defer { daemons.stopAll() }
             let daemonA = try daemons.start(name: "A", executable: syncd, arguments: ["--config", configs[0]])
             let daemonB = try daemons.start(name: "B", executable: syncd, arguments: ["--config", configs[1]])
             try daemonA.awaitReady(timeout: LatencySuite.readyTimeout)
             try daemonB.awaitReady(timeout: LatencySuite.readyTimeout)
-            let storeA = try Store(path: directory.path("a/store.sqlite"), schema: schema)
-            let storeB = try Store(path: directory.path("b/store.sqlite"), schema: schema)
+            let storeA = try Store(path: directory.file("a/store.sqlite"), schema: schema)
+            let storeB = try Store(path: directory.file("b/store.sqlite"), schema: schema)
             let wakeups = DispatchSemaphore(value: 0)
             let commits = storeB.commits()
             let consumer = Task.detached { for await _ in commits { wakeups.signal() } }
@@ -236,24 +237,24 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
             "scale/soak: \(nodes.count) syncd on one folder, each store written by a foreign writer (python3 sqlite3) at "
                 + "\(formatted(Self.soakRate, decimals: 0)) transactions/s of 1–5 rows, for \(formatted(seconds, decimals: 0)) s")
         try withTemporaryDirectory { directory in
-            let shared = directory.path("shared")
+            let shared = directory.file("shared")
             try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
-            let schemaFile = directory.path("schema.json")
+            let schemaFile = directory.file("schema.json")
             try Data(LatencySuite.schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
             let configs = try nodes.map { try LatencySuite.writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared) }
-            let script = directory.path("writer.py")
+            let script = directory.file("writer.py")
             try Data(Self.writerScript.utf8).write(to: URL(fileURLWithPath: script))
 
-            let daemons = LatencySuite.Daemons(scratch: directory.url.path)
+            let daemons = LatencySuite.Daemons(scratch: directory.path)
             defer { daemons.stopAll() }
             let started = try zip(nodes, configs).map { name, config in
                 try daemons.start(name: name.uppercased(), executable: syncd, arguments: ["--config", config])
             }
             for daemon in started { try daemon.awaitReady(timeout: LatencySuite.readyTimeout) }
-            let stores = try nodes.map { try Store(path: directory.path("\($0)/store.sqlite"), schema: schema) }
+            let stores = try nodes.map { try Store(path: directory.file("\($0)/store.sqlite"), schema: schema) }
 
             let writers = try nodes.enumerated().map { index, name in
-                try Writer(script: script, store: directory.path("\(name)/store.sqlite"), rate: Self.soakRate, seconds: seconds, seed: index + 1)
+                try Writer(script: script, store: directory.file("\(name)/store.sqlite"), rate: Self.soakRate, seconds: seconds, seed: index + 1)
             }
             defer { for writer in writers { writer.stop() } }
             let account = shared + "/" + Self.account

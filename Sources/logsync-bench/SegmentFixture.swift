@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import LogsyncTestKit
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncStore
@@ -45,7 +46,7 @@ enum SegmentFixture {
     /// closed and removed).
     static func segments(_ rows: ArraySlice<NoteRow>) throws -> [OutboxSegment] {
         try withTemporaryDirectory { directory in
-            let store = try sourceStore(rows, at: directory.path("source.sqlite"))
+            let store = try sourceStore(rows, at: directory.file("source.sqlite"))
             return try export(store)
         }
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LogsyncTestKit
 import LogsyncCore
 import LogsyncStore
 import Synchronization
@@ -125,7 +126,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
     /// Imports `segments` into a fresh target store while a local writer runs on another thread.
     static func measure(_ segments: [OutboxSegment], changes: Int, variant: Variant) throws -> RoundResult {
         try withTemporaryDirectory { directory in
-            let path = directory.path("target.sqlite")
+            let path = directory.file("target.sqlite")
             let target = try Store(path: path, schema: NoteFixture.schema)
             let local = variant == .sameStore ? target : try Store(path: path, schema: NoteFixture.schema)
             let writer = LocalWriter(store: local)
