@@ -1,0 +1,195 @@
+import LogsyncCore
+
+extension MergeWriter {
+    // MARK: - Writing rows
+
+    /// `INSERT` of a row with every column, in bit order; `value` gives each column's value. Returns the
+    /// row's rowid.
+    func insertRow(
+        _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, value: (_ bit: Int, _ column: String) -> DatabaseValue
+    ) throws -> Int64 {
+        let statement = try statements.rows(of: info).insert
+        try statement.bind(primaryKey, at: 1)
+        for (bit, column) in info.columns.enumerated() {
+            try statement.bind(value(bit, column), at: Int32(bit + 2))
+        }
+        try statement.run()
+        // Read before the history row is appended, which has a rowid of its own.
+        let rowID = connection.lastInsertedRowID
+        if capturesHistory { try recordInsert(of: primaryKey, info: info) }
+        return rowID
+    }
+
+    func deleteRow(_ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue) throws {
+        if capturesHistory { try recordDelete(of: primaryKey, info: info) }
+        let statement = try statements.rows(of: info).delete
+        try statement.bind(primaryKey, at: 1)
+        try statement.run()
+    }
+
+    /// `UPDATE` of some columns (at least one) of one row. Rarer than inserts and with varying columns, so
+    /// its statements are found by their SQL in the connection's cache.
+    func updateRow(
+        _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, _ changes: [(column: String, value: DatabaseValue)]
+    ) throws {
+        let sql =
+            "UPDATE \(SchemaSQL.quote(info.entity.name)) SET "
+            + changes.map { "\(SchemaSQL.quote($0.column)) = ?" }.joined(separator: ", ")
+            + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
+        try connection.execute(sql, changes.map(\.value) + [primaryKey])
+        if capturesHistory, connection.changes > 0 {
+            try recordUpdate(of: primaryKey, info: info, mask: info.mask(of: changes.map(\.column)))
+        }
+    }
+
+    func children(of key: RowKey, info: Catalog.EntityInfo) throws -> [RowKey] {
+        try connection.rows("SELECT entity, pk FROM _ls_ref WHERE target_entity = ? AND target = ?", [.integer(info.id), key.primaryKey]).compactMap { row in
+            guard case .integer(let entityID) = row[0], let child = catalog.byID[entityID] else { return nil }
+            return RowKey(child.entity.name, row[1])
+        }
+    }
+
+    /// The changed rows plus, for structural changes, every row whose projection can depend on them:
+    /// rows referring to them (transitively), their unique-key losers and survivors, and rows sharing
+    /// their unique-key values.
+    func dependents(of changed: [RowKey: Bool], known: [RowKey: RowState], nodes: NodeTable) throws -> Set<RowKey> {
+        var result = Set(changed.keys)
+        var frontier = changed.filter(\.value).map(\.key)
+        while let key = frontier.popLast() {
+            guard let info = catalog.byName[key.entity] else { continue }
+            var found = info.isReferenced ? try children(of: key, info: info) : []
+            if !info.entity.uniqueKeys.isEmpty {
+                found += try aliasPeers(of: key, info: info, state: try known[key] ?? loadState(key, nodes: nodes))
+            }
+            for peer in found where result.insert(peer).inserted {
+                frontier.append(peer)
+            }
+        }
+        return result
+    }
+
+    /// Rows that compete with `key` on a unique key: its survivor if it lost, its losers if it won, and the
+    /// rows holding its unique values, both as the table shows them and as its state says: visible ones,
+    /// and hidden ones that lost on a later key (``AliasValues``).
+    func aliasPeers(of key: RowKey, info: Catalog.EntityInfo, state: RowState?) throws -> [RowKey] {
+        guard !info.entity.uniqueKeys.isEmpty else { return [] }
+        var peers: [RowKey] = []
+        for row in try connection.rows(
+            "SELECT pk FROM _ls_alias WHERE entity = ? AND survivor = ? UNION SELECT survivor FROM _ls_alias WHERE entity = ? AND pk = ?",
+            [.integer(info.id), key.primaryKey, .integer(info.id), key.primaryKey])
+        {
+            peers.append(RowKey(key.entity, row[0]))
+        }
+        let visible = try baseRow(info, key.primaryKey)
+        let keepsValues = AliasValues.isKept(for: info)
+        for (index, uniqueKey) in info.entity.uniqueKeys.enumerated() {
+            var candidates: [[DatabaseValue]] = []
+            if let visible { candidates.append(uniqueKey.map { visible[$0] ?? .null }) }
+            if let state { candidates.append(uniqueKey.map { state.columns[$0]?.value ?? .null }) }
+            for values in Set(candidates) {
+                peers += try visibleRows(info, matching: uniqueKey, values: values).map { RowKey(key.entity, $0) }
+                guard keepsValues, let encoded = AliasValues.encoded(values) else { continue }
+                peers += try AliasValues.losers(withKey: index, values: encoded, info: info, connection: connection).map { RowKey(key.entity, $0) }
+            }
+        }
+        return peers
+    }
+
+    /// Loads the states needed to project `keys`: the rows themselves, every row they refer to (for
+    /// visibility and inherited deletes, transitively), and unique-key competitors.
+    func neighbourhood(of keys: Set<RowKey>, known: [RowKey: RowState], nodes: NodeTable) throws -> [RowKey: RowState] {
+        var states: [RowKey: RowState] = [:]
+        var queue = Array(keys)
+        var seen = keys
+        func enqueue(_ key: RowKey) {
+            if seen.insert(key).inserted { queue.append(key) }
+        }
+        while let key = queue.popLast() {
+            guard let info = catalog.byName[key.entity], let state = try known[key] ?? loadState(key, nodes: nodes) else { continue }
+            states[key] = state
+            for relationship in info.entity.relationships {
+                if let target = state.columns[relationship.name]?.value, !target.isNull {
+                    enqueue(RowKey(relationship.destination, target))
+                }
+            }
+            for peer in try aliasPeers(of: key, info: info, state: state) { enqueue(peer) }
+        }
+        return states
+    }
+
+    func visibleRows(_ info: Catalog.EntityInfo, matching columns: [String], values: [DatabaseValue]) throws -> [DatabaseValue] {
+        guard !values.contains(.null) else { return [] }
+        let sql =
+            "SELECT \(SchemaSQL.quote(info.primaryKey.name)) FROM \(SchemaSQL.quote(info.entity.name)) WHERE "
+            + columns.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: " AND ")
+        return try connection.rows(sql, values).map { $0[0] }
+    }
+
+    /// The visible row's non-key columns, or nil when it is not in the table.
+    func baseRow(_ info: Catalog.EntityInfo, _ key: DatabaseValue) throws -> [String: DatabaseValue]? {
+        let statement = try statements.rows(of: info).select
+        try statement.bind(key, at: 1)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        var row: [String: DatabaseValue] = Dictionary(minimumCapacity: info.columns.count)
+        for (index, column) in info.columns.enumerated() {
+            row[column] = statement.value(at: index)
+        }
+        return row
+    }
+}
+
+/// The rows one remote transaction merged, in the order it first changed them, with their new states.
+struct MergedRows {
+    struct Row {
+        let key: RowKey
+        let info: Catalog.EntityInfo
+        var state: RowState
+        /// No state existed before this transaction: the row has never been in the table.
+        var isNew: Bool
+        /// Its state is not stored yet: the projection stores it with the row's insert, in `_ls_live`.
+        /// Only for a row first merged by the fast path of a new row; any later change stores it.
+        var savesWithRow: Bool
+        /// Some change to it can alter other rows' projection.
+        var structural: Bool
+    }
+
+    private(set) var rows: [Row] = []
+    var positions: [RowKey: Int] = [:]
+
+    init(capacity: Int) {
+        rows.reserveCapacity(capacity)
+        positions.reserveCapacity(capacity)
+    }
+
+    /// Where `key` is in ``rows``, if this transaction has changed it.
+    func position(of key: RowKey) -> Int? { positions[key] }
+
+    /// Records a change of `key`'s state (at `position`, if it had changed before).
+    /// `savesWithRow`: the state was not stored (see ``Row/savesWithRow``); otherwise it was.
+    mutating func record(
+        _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool,
+        savesWithRow: Bool = false
+    ) {
+        if let position {
+            rows[position].state = state
+            rows[position].structural = rows[position].structural || structural
+            rows[position].savesWithRow = rows[position].savesWithRow && savesWithRow
+        } else {
+            positions[key] = rows.count
+            rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural))
+        }
+    }
+
+    /// The row at `position`, first merged as new, had a state in `_ls_live` after all: it is in the table.
+    mutating func foundLiveState(at position: Int) {
+        rows[position].isNew = false
+    }
+
+    /// Every merged state, by key.
+    func states() -> [RowKey: RowState] {
+        var states: [RowKey: RowState] = Dictionary(minimumCapacity: rows.count)
+        for row in rows { states[row.key] = row.state }
+        return states
+    }
+}
