@@ -1,3 +1,5 @@
+import Foundation
+
 /// The one way tests and benchmarks wait for something that happens elsewhere (another process, another
 /// thread, the file system): look until it is there or a deadline passes, never sleep a fixed time.
 ///
@@ -45,5 +47,17 @@ func poll<Found>(
         if let found = try await find() { return found }
         guard ContinuousClock.now < deadline else { return try await find() }
         try await Task.sleep(for: interval)
+    }
+}
+
+/// Runs long synchronous work (a property test's thousands of rounds) on a thread of its own and awaits
+/// it. Swift Testing runs a synchronous test on one of the cooperative threads, and a 2-core machine has
+/// two: two such tests would hold every other test's awaits (and its deadlines) until they end.
+public func onOwnThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try work() }) }
+        thread.stackSize = 8 << 20
+        thread.name = "test.own-thread"
+        thread.start()
     }
 }

@@ -121,7 +121,11 @@ struct MergePropertyTests {
     static var seeds: [UInt64] { propertySeeds("LOGSYNC_PROPERTY_SEEDS", default: 150, from: 0xC0FFEE) }
 
     @Test("random multi-node histories delivered in random order with duplicates converge to the reference")
-    func convergence() throws {
+    func convergence() async throws {
+        try await onOwnThread { try self.convergenceOnOwnThread() }
+    }
+
+    func convergenceOnOwnThread() throws {
         var collisions = 0
         var cascades = 0
         for seed in Self.seeds {

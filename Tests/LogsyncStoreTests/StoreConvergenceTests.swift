@@ -95,7 +95,11 @@ struct StoreConvergenceTests {
     static var seeds: [UInt64] { propertySeeds("LOGSYNC_STORE_SEEDS", default: 12, from: 0x5EED) }
 
     @Test("stores writing concurrently and exchanging logs in per-node order with re-deliveries converge to the reference")
-    func storesConverge() throws {
+    func storesConverge() async throws {
+        try await onOwnThread { try self.storesConvergeOnOwnThread() }
+    }
+
+    func storesConvergeOnOwnThread() throws {
         for seed in Self.seeds {
             var rng = SeededRandom(seed: seed)
             let directory = try TemporaryDirectory("conv")
