@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncRelayTransport
 
 /// The control protocol between `syncd` and `syncctl`: one JSON object per line over a Unix stream
 /// socket, documented in `docs/control-protocol.md`. Requests carry the protocol version; a daemon
@@ -109,11 +110,14 @@ public struct DaemonStatus: Codable, Sendable {
     public var lastError: String?
     /// Milliseconds until the next retry while backing off.
     public var retryInMilliseconds: Int?
+    /// The relay this daemon syncs through, its last answer, and the last push it refused.
+    public var relay: RelayContact? = nil
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
+        case relay
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
