@@ -11,6 +11,7 @@ public final class RelayProcess: Sendable {
     private struct State {
         var process: Subprocess?
         var port = 0
+        var scheme = "http"
         var previousLogs = ""
     }
 
@@ -20,7 +21,8 @@ public final class RelayProcess: Sendable {
     }
 
     public var port: Int { state.withLock { $0.port } }
-    public var url: String { "http://127.0.0.1:\(port)" }
+    /// `http://127.0.0.1:PORT`, or `https://` when the relay serves TLS.
+    public var url: String { state.withLock { "\($0.scheme)://127.0.0.1:\($0.port)" } }
     public var process: Subprocess? { state.withLock { $0.process } }
 
     /// Starts the relay (on the port it had before, after a restart) and waits until it listens.
@@ -37,7 +39,10 @@ public final class RelayProcess: Sendable {
         guard let chosen = line.split(separator: ":").last.flatMap({ Int($0) }) else {
             throw SubprocessError.exited(status: -1, stdout: process.stdout, stderr: process.stderr)
         }
-        state.withLock { $0.port = chosen }
+        state.withLock {
+            $0.port = chosen
+            $0.scheme = line.contains("https://") ? "https" : "http"
+        }
     }
 
     /// SIGKILL: no clean-up, nothing flushed that was not durable.

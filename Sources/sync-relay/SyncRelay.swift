@@ -122,7 +122,12 @@ struct Serve: AsyncParsableCommand {
                 try? await Task.sleep(for: interval / 2)
             }
         }
-        let server = RelayServer(settings: settings, storage: storage, tls: tls, logger: logger)
+        // Hummingbird's own lines (lifecycle, connections) only from warning up, unless tracing.
+        let frameworkLevel = LogLevelSetting(level.level == .trace ? .trace : .warning, pinned: true)
+        let frameworkLogger = Logger(label: "logsync.relay.http") { label in
+            JournalLogHandler(label: label, identifier: "sync-relay", level: frameworkLevel)
+        }
+        let server = RelayServer(settings: settings, storage: storage, tls: tls, logger: logger, frameworkLogger: frameworkLogger)
         let (host, database, origin) = (settings.host, settings.databasePath, source)
         let scheme = tls == nil ? "http" : "https"
         do {

@@ -55,6 +55,7 @@ import Testing
         try expectStored(fixture, ["\(boundNode)/1-1"])
         // No secret in the relay's log or database in clear.
         let secret = String(fixture.token.split(separator: "_").last!)
+        #expect(fixture.relay.log.contains("[notice]: refused PUT"), "a line per refusal at notice level")
         #expect(!fixture.relay.log.contains(secret))
         let database = try Data(contentsOf: URL(fileURLWithPath: fixture.relay.database))
         #expect(database.range(of: Data(secret.utf8)) == nil, "tokens are stored hashed")

@@ -11,12 +11,17 @@ public struct RelayServer: Sendable {
     public let storage: any MailboxStorage & CredentialStorage
     public let tls: TLSCredentials?
     let logger: Logger
+    /// Hummingbird's own logger (connections, lifecycle): quieter than the relay's by default.
+    let frameworkLogger: Logger
 
-    public init(settings: RelaySettings, storage: any MailboxStorage & CredentialStorage, tls: TLSCredentials?, logger: Logger) {
+    public init(
+        settings: RelaySettings, storage: any MailboxStorage & CredentialStorage, tls: TLSCredentials?, logger: Logger, frameworkLogger: Logger? = nil
+    ) {
         self.settings = settings
         self.storage = storage
         self.tls = tls
         self.logger = logger
+        self.frameworkLogger = frameworkLogger ?? logger
     }
 
     /// Serves until SIGTERM or SIGINT. `onListening` gets the bound port (useful when `port` is 0).
@@ -35,8 +40,7 @@ public struct RelayServer: Sendable {
         } else {
             server = .http1(configuration: http1)
         }
-        var connectionLogger = logger
-        connectionLogger.logLevel = .warning
+        let connectionLogger = frameworkLogger
         let app = Application(
             router: router, server: server,
             configuration: ApplicationConfiguration(
