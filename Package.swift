@@ -121,6 +121,7 @@ let package = Package(
                 "LogsyncPlatform",
                 "LogsyncStore",
                 "LogsyncTransport",
+                "LogsyncRelayTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

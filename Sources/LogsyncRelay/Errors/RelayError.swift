@@ -46,12 +46,15 @@ public struct RelayError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// Seconds a client should wait before trying again (sent as `Retry-After`).
     public var retryAfter: Int?
+    /// The methods a route answers (sent as `Allow` with a 405).
+    public var allow: String?
     public var cause: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, retryAfter: Int? = nil, cause: (any Error & Sendable)? = nil) {
+    public init(_ code: Code, _ message: String, retryAfter: Int? = nil, allow: String? = nil, cause: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
         self.retryAfter = retryAfter
+        self.allow = allow
         self.cause = cause
     }
 
@@ -80,6 +83,7 @@ extension RelayError: HTTPResponseError {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if let allow { headers[.allow] = allow }
         if code == .unauthorized { headers[.wwwAuthenticate] = "Bearer realm=\"sync-relay\"" }
         // A refused upload may still be arriving: close the connection rather than read it.
         if code == .tooLarge || code == .lengthRequired || code == .timeout { headers[.connection] = "close" }

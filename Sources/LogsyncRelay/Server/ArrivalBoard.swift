@@ -29,6 +29,9 @@ final class ArrivalBoard: Sendable {
 
     var waiting: Int { state.withLock { $0.count } }
 
+    /// The latest arrival announced for `account` since start-up, if any.
+    func latest(account: String) -> UInt64? { state.withLock { $0.latest[account] } }
+
     /// Records that `account` now has arrivals up to `arrival`, and wakes its long-polls.
     func announce(account: String, arrival: UInt64) {
         let woken: [CheckedContinuation<Bool, Never>] = state.withLock { state in

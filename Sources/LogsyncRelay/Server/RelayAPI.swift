@@ -16,6 +16,17 @@ final class RelayAPI: Sendable {
     let logger: Logger
     /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
     private let buffered = Atomic<Int>(0)
+    /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
+    /// while the account's latest announced arrival is the one they were made at. At most
+    /// ``pageCacheBytes`` in all.
+    private let pages = Mutex<(entries: [PageKey: (latest: UInt64, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
+    static let pageCacheBytes = 32 << 20
+
+    private struct PageKey: Hashable {
+        var account: String
+        var after: UInt64
+        var limit: Int
+    }
 
     init(storage: any MailboxStorage & CredentialStorage, settings: RelaySettings, metrics: RelayMetrics, logger: Logger) {
         self.storage = storage
@@ -51,6 +62,20 @@ final class RelayAPI: Sendable {
         }
         router.get("/v1/accounts/:account/nodes") { [self] request, context in
             try nodes(request, context)
+        }
+        // Other methods on these paths: 405 with the methods that are allowed, rather than 404.
+        let routes: [(path: String, allowed: [HTTPRequest.Method])] = [
+            ("/v1/health", [.get]), ("/v1/ready", [.get]), ("/metrics", [.get]), ("/v1/accounts/:account/segments", [.get]),
+            ("/v1/accounts/:account/nodes", [.get]), ("/v1/accounts/:account/nodes/:node/segments/:range", [.get, .put]),
+        ]
+        let methods: [HTTPRequest.Method] = [.get, .put, .post, .delete, .patch, .options, .trace] + [HTTPRequest.Method("QUERY")].compactMap { $0 }
+        for route in routes {
+            let allowed = route.allowed.map(\.rawValue).joined(separator: ", ")
+            for method in methods where !route.allowed.contains(method) {
+                router.on(RouterPath(route.path), method: method) { _, _ -> Response in
+                    throw RelayError(.methodNotAllowed, "this route answers \(allowed) only", allow: allowed)
+                }
+            }
         }
     }
 
@@ -157,24 +182,52 @@ final class RelayAPI: Sendable {
         let wait = Int(try Self.integer(query, "wait", default: 0, range: 0...3_600))
         _ = try authorize(request, account: account)
         let pageLimit = min(limit, settings.maximumPullSegments)
-        var page = try storage.pull(account: account, after: after, limit: pageLimit, maximumBytes: settings.maximumPullBytes)
+        var answer = try encodedPage(account: account, after: after, limit: pageLimit)
         let waitFor = min(wait, settings.maximumWaitSeconds)
-        if page.segments.isEmpty, waitFor > 0 {
+        if answer == nil, waitFor > 0 {
             let deadline = ContinuousClock.now + .seconds(waitFor)
-            while page.segments.isEmpty, ContinuousClock.now < deadline, !Task.isCancelled {
+            while answer == nil, ContinuousClock.now < deadline, !Task.isCancelled {
                 guard try await board.wait(account: account, after: after, timeout: deadline - ContinuousClock.now) else { break }
-                page = try storage.pull(account: account, after: after, limit: pageLimit, maximumBytes: settings.maximumPullBytes)
+                answer = try encodedPage(account: account, after: after, limit: pageLimit)
             }
         }
-        metrics.add("relay_pulled_segments_total", Double(page.segments.count))
-        return Self.json(
-            PullAnswer(
-                cursor: page.cursor, more: page.more,
-                segments: page.segments.map {
-                    PulledSegment(
-                        arrival: $0.arrival, node: $0.node.rawValue, first: $0.firstSequence, last: $0.lastSequence, size: $0.bytes.count,
-                        data: Data($0.bytes).base64EncodedString())
-                }))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        guard let answer else {
+            return Self.json(PullAnswer(cursor: after, more: false, segments: []))
+        }
+        metrics.add("relay_pulled_segments_total", Double(answer.count))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
+    }
+
+    /// The encoded answer for a non-empty page, or nil when nothing arrived after `after`. The many
+    /// long-polls one push wakes ask the same question: the first answer is kept and reused while the
+    /// account's latest announced arrival stays the one it was made at.
+    private func encodedPage(account: String, after: UInt64, limit: Int) throws(RelayError) -> (body: ByteBuffer, count: Int)? {
+        let key = PageKey(account: account, after: after, limit: limit)
+        let latest = board.latest(account: account)
+        if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest { return (hit.body, hit.count) }
+        let page = try storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
+        guard !page.segments.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let answer = PullAnswer(
+            cursor: page.cursor, more: page.more,
+            segments: page.segments.map {
+                PulledSegment(
+                    arrival: $0.arrival, node: $0.node.rawValue, first: $0.firstSequence, last: $0.lastSequence, size: $0.bytes.count,
+                    data: Data($0.bytes).base64EncodedString())
+            })
+        let body = ByteBuffer(bytes: (try? encoder.encode(answer)) ?? Data())
+        if let latest {
+            pages.withLock { cache in
+                if cache.bytes + body.readableBytes > Self.pageCacheBytes { cache = ([:], 0) }
+                if let old = cache.entries[key] { cache.bytes -= old.body.readableBytes }
+                cache.entries[key] = (latest, body, page.segments.count)
+                cache.bytes += body.readableBytes
+            }
+        }
+        return (body, page.segments.count)
     }
 
     private func nodes(_ request: Request, _ context: BasicRequestContext) throws -> Response {

@@ -16,7 +16,9 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     /// Accounts and tokens are changed rarely (by `sync-relay account|token`, often from another process):
     /// on a connection of their own.
     private let admin: Reader
-    private let nextReader = Atomic<Int>(0)
+    /// Which reader a request waits for when all are busy (in a class: an `Atomic` stored directly in a type
+    /// with a throwing initializer crashes the 6.3 optimizer).
+    private let nextReader = ReaderTurn()
 
     /// The schema, created on first open. `user_version` says which version a file has.
     static let schemaVersion: Int64 = 1
@@ -102,7 +104,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
         let reader =
             readers.first { $0.lock.try() }
             ?? {
-                let reader = readers[(nextReader.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % readers.count]
+                let reader = readers[(nextReader.value.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % readers.count]
                 reader.lock.lock()
                 return reader
             }()
@@ -281,6 +283,10 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
         }
         guard let row, case .blob(let stored) = row[2], Tokens.constantTimeEqual(stored, Tokens.digest(secret)) else { return nil }
         return Credential(tokenID: id, account: row[0].text ?? "", node: row[1].text.map(NodeID.init))
+    }
+
+    private final class ReaderTurn: Sendable {
+        let value = Atomic<Int>(0)
     }
 
     /// One reading connection, used by one request at a time.
