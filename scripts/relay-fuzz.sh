@@ -18,7 +18,7 @@ port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$work/out")
 [ -n "$port" ] || { echo "relay-fuzz: sync-relay did not start:" >&2; cat "$work/log" >&2; exit 1; }
 # positive_data_acceptance is left out: the document cannot say that FIRST <= LAST in a segment range, so
 # a range like 36-21 is schema-valid and rightly refused with 400.
-timeout 600 schemathesis run docs/relay-openapi.yaml --url "http://127.0.0.1:$port" \
+cd "$work" && timeout 600 schemathesis run "$OLDPWD/docs/relay-openapi.yaml" --url "http://127.0.0.1:$port" \
     -H "Authorization: Bearer $token" --max-examples "$examples" --seed 1 \
     --checks all --exclude-checks positive_data_acceptance --no-color
 python3 -c "import urllib.request,sys; sys.exit(0 if b'relay_requests_total' in urllib.request.urlopen('http://127.0.0.1:$port/metrics', timeout=10).read() else 1)" \

@@ -89,8 +89,23 @@ public struct RawHTTPError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// One request on a fresh connection to 127.0.0.1:`port`, answered before it returns.
+/// One request on a fresh connection to 127.0.0.1:`port`, answered before it returns. The blocking
+/// socket calls run on a thread of their own, never on the cooperative pool that other tests share.
 public func rawRequest(
+    port: Int, method: String, path: String, token: String? = nil, headers: [String: String] = [:], body: [UInt8]? = nil
+) async throws -> RawResponse {
+    try await onThread { try rawRequestBlocking(port: port, method: method, path: path, token: token, headers: headers, body: body) }
+}
+
+/// Runs blocking work (sockets, waits) on a new thread and returns its result.
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// ``rawRequest(port:method:path:token:headers:body:)`` on the calling thread.
+public func rawRequestBlocking(
     port: Int, method: String, path: String, token: String? = nil, headers: [String: String] = [:], body: [UInt8]? = nil
 ) throws -> RawResponse {
     let connection = try RawConnection(port: port)

@@ -21,19 +21,19 @@ struct RelayFixture {
         "/v1/accounts/\(account ?? self.account)/nodes/\(node)/segments/\(first)-\(last)"
     }
 
-    func push(node: String, first: UInt64, last: UInt64, bytes: [UInt8], token: String? = nil, account: String? = nil) throws -> RawResponse {
-        try rawRequest(
+    func push(node: String, first: UInt64, last: UInt64, bytes: [UInt8], token: String? = nil, account: String? = nil) async throws -> RawResponse {
+        try await rawRequest(
             port: relay.port, method: "PUT", path: segmentPath(node: node, first: first, last: last, account: account), token: token ?? self.token,
             headers: ["Content-Type": "application/octet-stream"], body: bytes)
     }
 
-    func pull(after: UInt64 = 0, wait: Int = 0, token: String? = nil, account: String? = nil) throws -> RawResponse {
-        try rawRequest(port: relay.port, method: "GET", path: "/v1/accounts/\(account ?? self.account)/segments?after=\(after)&wait=\(wait)", token: token ?? self.token)
+    func pull(after: UInt64 = 0, wait: Int = 0, token: String? = nil, account: String? = nil) async throws -> RawResponse {
+        try await rawRequest(port: relay.port, method: "GET", path: "/v1/accounts/\(account ?? self.account)/segments?after=\(after)&wait=\(wait)", token: token ?? self.token)
     }
 
     /// The segments a pull returns: (node, first, last, bytes), in arrival order.
-    func pulledSegments(after: UInt64 = 0) throws -> [(node: String, first: UInt64, last: UInt64, bytes: [UInt8])] {
-        let answer = try pull(after: after)
+    func pulledSegments(after: UInt64 = 0) async throws -> [(node: String, first: UInt64, last: UInt64, bytes: [UInt8])] {
+        let answer = try await pull(after: after)
         guard answer.status == 200, let object = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
             let segments = object["segments"] as? [[String: Any]]
         else { throw RawHTTPError.unexpected(answer) }
