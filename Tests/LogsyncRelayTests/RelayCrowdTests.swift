@@ -47,3 +47,43 @@ final class IdleConnections: @unchecked Sendable {
     let connections: [RawConnection]
     init(_ connections: [RawConnection]) { self.connections = connections }
 }
+
+/// A flood of large, slow uploads: the relay's memory stays bounded, and what is over the budget is
+/// refused at once with 503 and Retry-After rather than buffered.
+@Suite(.serialized) struct RelayFloodTests {
+    static func residentKilobytes(_ pid: Int32) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    @Test func slowLargeBodiesAreBoundedByTheBudget() async throws {
+        let fixture = try await RelayFixture.start(
+            config: "[limits]\nmax_segment_bytes = 1000000\nmax_buffered_bytes = 3000000\nrequest_timeout_s = 3\n")
+        let pid = try #require(fixture.relay.process).process.processIdentifier
+        let before = try Self.residentKilobytes(pid)
+        let node = SegmentFixtures.nodeID()
+        let (port, path, token) = (fixture.relay.port, fixture.segmentPath(node: node, first: 1, last: 1), fixture.token)
+        // 40 uploads that announce 1 MB each and send 64 KiB of it, then stall.
+        let answers = try await onThread { () -> [Int] in
+            var connections: [RawConnection] = []
+            for _ in 0..<40 {
+                let connection = try RawConnection(port: port, timeout: .seconds(15))
+                try connection.send(Array("PUT \(path) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: 1000000\r\n\r\n".utf8) + [UInt8](repeating: 7, count: 65_536))
+                connections.append(connection)
+            }
+            return try connections.map { try $0.response().status }
+        }
+        let refused = answers.filter { $0 == 503 }.count
+        let timedOut = answers.filter { $0 == 408 }.count
+        print("40 stalled 1 MB uploads: \(timedOut) held until the request timeout (408), \(refused) refused at once (503)")
+        #expect(timedOut <= 3, "at most max_buffered_bytes / Content-Length uploads are held: \(answers)")
+        #expect(refused >= 37)
+        let after = try Self.residentKilobytes(pid)
+        print("relay RSS \(before) kB before, \(after) kB after")
+        #expect(after - before < 64_000, "memory grew by \(after - before) kB")
+        // Afterwards a node pushes as usual.
+        let bytes = try SegmentFixtures.segment(account: fixture.account, node: node, first: 1, last: 1)
+        #expect(try await fixture.push(node: node, first: 1, last: 1, bytes: bytes).status == 201)
+    }
+}
