@@ -93,6 +93,8 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         }
         let failures = Mutex<[String]>([])
         let done = DispatchGroup()
+        let relayCPUBefore = relay.cpuSeconds()
+        let benchCPUBefore = Self.ownCPUSeconds()
         let started = ContinuousClock.now
         for (node, segments) in prepared {
             done.enter()
@@ -112,6 +114,11 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         }
         done.wait()
         let elapsed = (ContinuousClock.now - started).inMilliseconds / 1000
+        let relayCPU = relay.cpuSeconds() - relayCPUBefore
+        let benchCPU = Self.ownCPUSeconds() - benchCPUBefore
+        Report.progress(
+            "  CPU meanwhile: sync-relay \(formatted(relayCPU, decimals: 2)) s (\(formatted(relayCPU * 1e6 / Double(Self.pushers * perPusher), decimals: 0)) µs per push), "
+                + "the 64 pushers \(formatted(benchCPU, decimals: 2)) s, of \(formatted(elapsed * Double(ProcessInfo.processInfo.activeProcessorCount), decimals: 2)) s of the machine's cores")
         let failed = failures.withLock { $0 }
         if !failed.isEmpty { throw BenchError("\(failed.count) pushers failed; the first: \(failed[0])") }
         let total = Self.pushers * perPusher
@@ -170,6 +177,13 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         return latencies
     }
 
+    /// User and system CPU time of this process so far.
+    static func ownCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     func raiseFileLimit() {
         var limit = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
@@ -218,6 +232,17 @@ final class BenchRelay: Sendable {
             throw BenchError("sync-relay did not say where it listens: \(line)")
         }
         self.port = port
+    }
+
+    /// User and system CPU time the relay process has used so far (from /proc).
+    func cpuSeconds() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the name: state is field 3, utime and stime are fields 14 and 15 (1-based, in clock ticks).
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     func stop() {
