@@ -97,6 +97,13 @@ import Testing
         await #expect(throws: RelayError.self) {
             try await storage.push(SegmentPush(account: "acct", node: .init(node), firstSequence: 7, lastSequence: 7, bytes: again.bytes + [0], defaultQuotaBytes: 1 << 30))
         }
+        // Deleted and created again: the arrivals go on from where they were, so a node holding a cursor of
+        // the old account still sees the new account's first segment.
+        try storage.deleteAccount("acct")
+        try storage.createAccount("acct", quotaBytes: nil)
+        let fresh = try SegmentFixtures.segment(account: "acct", node: node, first: 1, last: 1)
+        #expect(try await storage.push(SegmentPush(account: "acct", node: .init(node), firstSequence: 1, lastSequence: 1, bytes: fresh, defaultQuotaBytes: 1 << 30)) == .stored(arrival: 201))
+        #expect(try storage.pull(account: "acct", after: 200, limit: 10, maximumBytes: 1 << 20).segments.count == 1)
         // Tokens: issued, authenticated, revoked.
         let (info, token) = try storage.issueToken(account: "acct", node: nil)
         #expect(try storage.authenticate(token)?.account == "acct")

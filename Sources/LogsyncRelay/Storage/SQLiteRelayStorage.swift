@@ -33,6 +33,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             account TEXT NOT NULL, arrival INTEGER NOT NULL, node TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
             digest BLOB NOT NULL, size INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY(account, arrival)) STRICT;
         CREATE UNIQUE INDEX IF NOT EXISTS segments_by_node ON segments(account, node, first);
+        CREATE TABLE IF NOT EXISTS retired_accounts(name TEXT PRIMARY KEY, cursor INTEGER NOT NULL) STRICT;
         """
 
     /// Opens (creating when needed) the storage at `path`. `serving` starts the group-commit writer and
@@ -209,8 +210,13 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             guard try connection.int64("SELECT count(*) FROM accounts WHERE name = ?", [.text(name)]) == 0 else {
                 throw RelayError(.exists, "the account \(RelayNames.quoted(name)) exists already")
             }
+            // A name used before continues its arrival numbers: a node still holding a cursor from the
+            // deleted account must not skip the new account's first segments.
             try connection.execute(
-                "INSERT INTO accounts(name, created_ms, quota_bytes) VALUES(?, ?, ?)",
+                """
+                INSERT INTO accounts(name, created_ms, quota_bytes, cursor)
+                VALUES(?, ?, ?, coalesce((SELECT cursor FROM retired_accounts WHERE name = ?1), 0))
+                """,
                 [.text(name), .integer(Self.now()), quotaBytes.map { .integer($0) } ?? .null])
         }
     }
@@ -230,6 +236,8 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             guard try connection.int64("SELECT count(*) FROM accounts WHERE name = ?", [.text(name)]) == 1 else {
                 throw RelayError(.notFound, "there is no account \(RelayNames.quoted(name)) (sync-relay account list shows them)")
             }
+            try connection.execute(
+                "INSERT OR REPLACE INTO retired_accounts(name, cursor) SELECT name, cursor FROM accounts WHERE name = ?", [.text(name)])
             try connection.execute("DELETE FROM tokens WHERE account = ?", [.text(name)])
             try connection.execute("DELETE FROM segments WHERE account = ?", [.text(name)])
             try connection.execute("DELETE FROM accounts WHERE name = ?", [.text(name)])
