@@ -13,8 +13,11 @@
 //   LogsyncSync       sync(): export, publish, scan, verify, import, quarantine
 //   CSystemd          the one place that crosses into libsystemd (sd_notify, the journal)
 //   LogsyncSystemd    readiness, status and watchdog notifications; a journald log handler
+//   CCurl             the one place that crosses into libcurl (system library + typed setopt wrappers)
+//   LogsyncRelayTransport  the relay client: a Transport over HTTP to a sync-relay, through libcurl
 //   LogsyncControl    what clients of syncd need: its configuration, the control protocol and client
 //   LogsyncDaemon     syncd's parts: the sync loop and the control server
+//   LogsyncRelay      sync-relay's parts: accounts and tokens, mailbox storage, limits, the HTTP routes
 //
 import PackageDescription
 
@@ -31,10 +34,15 @@ let package = Package(
         .executable(name: "logsync", targets: ["logsync"]),
         .executable(name: "logsync-bench", targets: ["logsync-bench"]),
         .executable(name: "notes", targets: ["notes"]),
+        .executable(name: "sync-relay", targets: ["sync-relay"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .systemLibrary(
@@ -52,12 +60,34 @@ let package = Package(
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "LogsyncRelayTransport", dependencies: ["CCurl", "LogsyncCore", "LogsyncPlatform", "LogsyncTransport"]),
+        .target(
+            name: "LogsyncRelay",
+            dependencies: [
+                "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .executableTarget(
+            name: "sync-relay",
+            dependencies: [
+                "LogsyncRelay", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncSystemd",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
         // syncctl, notes and other clients depend on this, never on the daemon: no engine, no libsystemd.
         .target(name: "LogsyncControl", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(
             name: "LogsyncDaemon",
             dependencies: [
                 "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
+                "LogsyncRelayTransport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -96,6 +126,7 @@ let package = Package(
                 "LogsyncStore",
                 "LogsyncTestKit",
                 "LogsyncTransport",
+                "LogsyncRelayTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -110,6 +141,12 @@ let package = Package(
             name: "LogsyncDaemonTests",
             dependencies: [
                 "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
+            ]),
+        .testTarget(
+            name: "LogsyncRelayTests",
+            dependencies: [
+                "LogsyncRelay", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
+                "LogsyncTestKit", "LogsyncTransport",
             ]),
     ],
     swiftLanguageModes: [.v6]

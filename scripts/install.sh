@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs logsync: syncd, syncctl, logsync and notes into $PREFIX/bin (default /usr/local); their man
+# Installs logsync: syncd, syncctl, logsync, notes and sync-relay into $PREFIX/bin (default /usr/local); their man
 # pages into $PREFIX/share/man/man1 and their bash, zsh and fish completions under $PREFIX/share, both
 # generated from the commands' own parsers; the system, template and user units into
 # /etc/systemd/{system,user} with ExecStart pointing at $PREFIX/bin; an example /etc/logsync/syncd.toml
@@ -16,7 +16,7 @@ if [ -n "${LOGSYNC_BIN_DIR:-}" ]; then
     bin="$LOGSYNC_BIN_DIR"
 else
     scripts/install-deps.sh
-    for product in syncd syncctl logsync notes; do
+    for product in syncd syncctl logsync notes sync-relay; do
         swift build -c release --product "$product" >/dev/null
     done
     bin=".build/release"
@@ -25,7 +25,7 @@ fi
 share="$root$prefix/share"
 install -d "$root$prefix/bin" "$root/etc/systemd/system" "$root/etc/systemd/user" "$root/etc/logsync" "$share/doc/logsync" \
     "$share/man/man1" "$share/bash-completion/completions" "$share/zsh/site-functions" "$share/fish/vendor_completions.d"
-for product in syncd syncctl logsync notes; do
+for product in syncd syncctl logsync notes sync-relay; do
     install -m 0755 "$bin/$product" "$root$prefix/bin/$product"
     python3 scripts/manpage.py "$bin/$product" > "$share/man/man1/$product.1"
     "$bin/$product" --generate-completion-script bash > "$share/bash-completion/completions/$product"
@@ -34,7 +34,7 @@ for product in syncd syncctl logsync notes; do
     chmod 0644 "$share/man/man1/$product.1" "$share/bash-completion/completions/$product" \
         "$share/zsh/site-functions/_$product" "$share/fish/vendor_completions.d/$product.fish"
 done
-for unit in syncd.service syncd@.service; do
+for unit in syncd.service syncd@.service sync-relay.service; do
     sed "s#/usr/local/bin/#$prefix/bin/#g" "systemd/$unit" > "$root/etc/systemd/system/$unit"
     chmod 0644 "$root/etc/systemd/system/$unit"
 done
@@ -43,10 +43,13 @@ chmod 0644 "$root/etc/systemd/user/syncd.service"
 if [ ! -e "$root/etc/logsync/syncd.toml" ]; then
     install -m 0644 config/syncd.toml "$root/etc/logsync/syncd.toml"
 fi
-install -m 0644 README.md docs/*.md "$root$prefix/share/doc/logsync/"
+if [ ! -e "$root/etc/logsync/sync-relay.toml" ]; then
+    install -m 0644 config/sync-relay.toml "$root/etc/logsync/sync-relay.toml"
+fi
+install -m 0644 README.md docs/*.md docs/*.yaml "$root$prefix/share/doc/logsync/"
 
 cat <<NEXT
-installed logsync into ${root:-/}: $prefix/bin/{syncd,syncctl,logsync,notes} with man pages and shell completions, units in /etc/systemd, config in /etc/logsync
+installed logsync into ${root:-/}: $prefix/bin/{syncd,syncctl,logsync,notes,sync-relay} with man pages and shell completions, units in /etc/systemd, config in /etc/logsync
 next:
   systemctl daemon-reload && systemctl enable --now syncd      # a system instance
   systemctl --user daemon-reload && systemctl --user enable --now syncd   # or one for your session

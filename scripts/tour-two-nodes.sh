@@ -22,18 +22,7 @@ done
 for n in 1 2; do
     until "$bin/syncctl" status --config "$tour/node$n/syncd.toml" >/dev/null 2>&1; do sleep 0.05; done
 done
-# Shows a command as it would be typed (arguments with spaces quoted), then runs it.
-show() {
-    local line='$'
-    for arg in "$@"; do
-        case $arg in
-            *"'"*) line+=" \"$arg\"" ;;
-            *[[:space:]]*) line+=" '$arg'" ;;
-            *) line+=" $arg" ;;
-        esac
-    done
-    echo "$line" | sed "s#$bin/##; s#$tour#\$TOUR#g"
-}
+source "$(dirname "$0")/tour-show.sh"
 run() { show "$@"; "$@" 2>&1 | sed "s#$tour#\$TOUR#g"; echo; }
 run "$bin/logsync" exec --store "$tour/node1/store.sqlite" --author alice --context laptop \
     "INSERT INTO Folder(id, name) VALUES ('0f5c3b7e-7c1f-4a8e-9d2a-3b7f0c9e1a11', 'Trips')" \

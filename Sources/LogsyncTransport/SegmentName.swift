@@ -26,19 +26,22 @@ public struct SegmentName: Sendable, Hashable, Comparable, CustomStringConvertib
         guard bytes.count == 20 + 1 + 20 + 1 + fileExtension.utf8.count, bytes[20] == UInt8(ascii: "-"),
             fileName.hasSuffix("." + fileExtension)
         else { return nil }
-        func number(_ slice: ArraySlice<UInt8>) -> UInt64? {
-            var value: UInt64 = 0
-            for byte in slice {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
-                guard !overflow1, !overflow2 else { return nil }
-                value = sum
-            }
-            return value
-        }
-        guard let first = number(bytes[0..<20]), let last = number(bytes[21..<41]), first >= 1, first <= last else { return nil }
+        guard let first = decimal(bytes[0..<20]), let last = decimal(bytes[21..<41]), first >= 1, first <= last else { return nil }
         return SegmentName(node: node, firstSequence: first, lastSequence: last)
+    }
+
+    /// The value of ASCII decimal digits, or nil for anything else or a value past `UInt64.max`.
+    public static func decimal(_ digits: some Collection<UInt8>) -> UInt64? {
+        guard !digits.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in digits {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+        }
+        return value
     }
 
     /// Node folders are named by node id: a lowercase UUID.

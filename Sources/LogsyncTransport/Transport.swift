@@ -108,6 +108,18 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let tooLarge = Code(name: "tooLarge")
         /// A segment's name is taken by something that is not a regular file (a FIFO, a link, a device).
         public static let notRegularFile = Code(name: "notRegularFile")
+        /// A relay did not accept the credentials (no token, wrong or revoked): retrying will not help.
+        public static let unauthorized = Code(name: "unauthorized")
+        /// A relay refused the request for this account or node: retrying will not help.
+        public static let forbidden = Code(name: "forbidden")
+        /// A relay's storage quota for the account is used up.
+        public static let quotaExceeded = Code(name: "quotaExceeded")
+        /// A relay refused the request as malformed (a bug, or a relay of another version).
+        public static let refused = Code(name: "refused")
+
+        /// Whether sending the same request again cannot succeed until something else changes (a
+        /// credential, a quota, a segment): such failures are not retried by the transport.
+        public var isPermanent: Bool { [.unauthorized, .forbidden, .quotaExceeded, .refused, .conflict, .tooLarge].contains(self) }
     }
 
     public var code: Code

@@ -172,12 +172,17 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         var contextTimedOut: Bool
     }
 
-    static func measure(directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int) throws -> [Sample] {
+    /// `nodeConfig` adds lines to each node's syncd.toml (the relay suite's `[relay]` table), by node name.
+    static func measure(
+        directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int, nodeConfig: (String) -> String = { _ in "" }
+    ) throws -> [Sample] {
         let shared = directory.file("shared")
         try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
         let schemaFile = directory.file("schema.json")
         try Data(schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
-        let configs = try ["a", "b"].map { try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared) }
+        let configs = try ["a", "b"].map {
+            try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared, extra: nodeConfig($0))
+        }
 
         // Daemons are stopped on every way out of this function (and by the signal handler on Ctrl-C).
         let daemons = Daemons(scratch: directory.path)
@@ -258,7 +263,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
 
     /// Makes the node folder `name` in `directory` with a `syncd.toml` (store, schema, account, shared folder,
     /// control socket; every other key at its default) and returns the configuration's path.
-    static func writeNodeConfig(directory: TemporaryDirectory, name: String, schemaFile: String, shared: String) throws -> String {
+    static func writeNodeConfig(directory: TemporaryDirectory, name: String, schemaFile: String, shared: String, extra: String = "") throws -> String {
         let folder = directory.file(name)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
         let config = folder + "/syncd.toml"
@@ -275,6 +280,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
             [control]
             socket = "s.sock"
 
+            \(extra)
             """.utf8
         ).write(to: URL(fileURLWithPath: config))
         return config

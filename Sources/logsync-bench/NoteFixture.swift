@@ -66,3 +66,14 @@ extension PlainStatement {
         try run()
     }
 }
+
+extension NoteFixture {
+    /// One transaction inserting one fresh note, at `sequence`: what a small segment holds.
+    static func transaction(sequence: UInt64) -> LogTransaction {
+        let row = rows(count: 1)[0]
+        return LogTransaction(
+            sequence: sequence, timestamp: HLCTimestamp(physicalMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000), logical: 0),
+            author: "bench", contextName: nil,
+            changes: [LogChange(entity: "Note", primaryKey: .text(row.id), kind: .insert, causalLength: 1, values: row.values.filter { $0.key != "id" })])
+    }
+}

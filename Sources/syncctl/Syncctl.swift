@@ -179,7 +179,13 @@ struct Status: ParsableCommand {
         print("account    \(status.account)")
         print("node       \(status.node)")
         print("store      \(status.store)")
-        print("shared     \(status.sharedFolder)")
+        if let relay = status.relay {
+            let when = relay.lastAnswerAt.map { " at \(UTCTime.iso8601(milliseconds: $0))" } ?? ""
+            print("relay      \(relay.url) — last answer: \(relay.lastAnswer ?? "none yet")\(when)")
+            if let refusal = relay.lastRefusal { print("refused    \(refusal)") }
+        } else {
+            print("shared     \(status.sharedFolder)")
+        }
         if let last = status.lastSync {
             print("last sync  round \(last.round) at \(UTCTime.iso8601(milliseconds: last.finishedAt)) — \(last.ok ? "ok" : "failed: \(last.error ?? "?")"), published \(last.published), applied \(last.appliedSegments) segments (\(last.appliedTransactions) transactions)")
         } else {

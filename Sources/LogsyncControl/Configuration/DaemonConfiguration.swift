@@ -21,6 +21,8 @@ public struct DaemonConfiguration: Sendable {
     public var logLevel: String
     /// Where the settings came from: a file path, or "embedded defaults".
     public var source: String
+    /// The relay to sync through instead of the shared folder (`[relay]`, RelayConfiguration.swift).
+    public var relay: RelayConnection? = nil
 
     /// A documented configuration key with its type and default.
     public struct Key: Sendable {
@@ -88,6 +90,9 @@ public struct DaemonConfiguration: Sendable {
         }
         let document = try ConfigFile(path: chosen, text: String(decoding: data, as: UTF8.self))
         try configuration.apply(document, directory: URL(fileURLWithPath: chosen).deletingLastPathComponent().path)
+        let directory = URL(fileURLWithPath: chosen).deletingLastPathComponent().path
+        configuration.relay = try relayConnection(
+            from: document, resolve: { $0.hasPrefix("/") ? $0 : directory + "/" + $0 }, environment: environment)
         configuration.source = chosen
         return configuration
     }
@@ -96,7 +101,7 @@ public struct DaemonConfiguration: Sendable {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         var sharedFolderLine: Int?
         var socketLine = 0
-        for entry in document.entries {
+        for entry in document.entries where entry.table != "relay" {
             let file = document.path
             guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }) else {
                 let known = Self.keys.filter { $0.table == entry.table }.map(\.name)

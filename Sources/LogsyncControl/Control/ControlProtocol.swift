@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncCore
 
 /// The control protocol between `syncd` and `syncctl`: one JSON object per line over a Unix stream
 /// socket, documented in `docs/control-protocol.md`. Requests carry the protocol version; a daemon
@@ -109,9 +110,12 @@ public struct DaemonStatus: Codable, Sendable {
     public var lastError: String?
     /// Milliseconds until the next retry while backing off.
     public var retryInMilliseconds: Int?
+    /// The relay this daemon syncs through, its last answer, and the last push it refused.
+    public var relay: RelayContact? = nil
 
     public init(
-        state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil
+        state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
+        relay: RelayContact? = nil
     ) {
         self.state = state
         self.account = account
@@ -129,12 +133,14 @@ public struct DaemonStatus: Codable, Sendable {
         self.ignored = ignored
         self.lastError = lastError
         self.retryInMilliseconds = retryInMilliseconds
+        self.relay = relay
     }
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
+        case relay
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.

@@ -41,6 +41,27 @@ package struct SegmentDecoder: ~Copyable {
     ///   ``SegmentError/Code/truncated`` or ``SegmentError/Code/checksumMismatch`` for damaged bytes, and
     ///   ``SegmentError/Code/malformed`` for a header that breaks the format's rules.
     package init(bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) {
+        let (header, headerEnd, bodyLength) = try Self.checkEnvelope(bytes, limits: limits)
+        let source = try BodySource(
+            segment: bytes, compressedRange: headerEnd..<(bytes.count - SegmentFormat.trailerByteCount),
+            expectedLength: Int(bodyLength))
+        self.header = header
+        self.limits = limits
+        self.uncompressedByteCount = Int(bodyLength)
+        self.body = BodyDecoder(header: header, limits: limits, source: source)
+    }
+
+    /// Checks everything about a complete segment except its body: the size limit, the magic, the format
+    /// version, the checksum over every byte, the header, and the body length the trailer states. Carriers
+    /// that store segments without interpreting them (the relay) use it to refuse damaged or mislabelled
+    /// segments without inflating anything.
+    package static func checkEnvelope(_ bytes: [UInt8], limits: SegmentLimits = .default) throws(SegmentError) -> SegmentHeader {
+        try checkEnvelope(bytes, limits: limits).header
+    }
+
+    private static func checkEnvelope(
+        _ bytes: [UInt8], limits: SegmentLimits
+    ) throws(SegmentError) -> (header: SegmentHeader, headerEnd: Int, bodyLength: UInt64) {
         guard bytes.count <= limits.maxSegmentBytes else {
             throw SegmentError(
                 .limitExceeded, at: "byte 0", "the segment is \(bytes.count) bytes; maxSegmentBytes is \(limits.maxSegmentBytes)")
@@ -72,13 +93,7 @@ package struct SegmentDecoder: ~Copyable {
             throw SegmentError(
                 .malformed, at: "byte \(bytes.count - SegmentFormat.trailerByteCount)", "the trailer says the body is empty")
         }
-        let source = try BodySource(
-            segment: bytes, compressedRange: headerEnd..<(bytes.count - SegmentFormat.trailerByteCount),
-            expectedLength: Int(bodyLength))
-        self.header = header
-        self.limits = limits
-        self.uncompressedByteCount = Int(bodyLength)
-        self.body = BodyDecoder(header: header, limits: limits, source: source)
+        return (header, headerEnd, bodyLength)
     }
 
     /// The next transaction, in sequence order, or nil once every transaction has been read and the body

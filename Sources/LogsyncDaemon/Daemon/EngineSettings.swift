@@ -1,5 +1,6 @@
 import LogsyncControl
 import LogsyncCore
+import LogsyncRelayTransport
 import LogsyncSync
 
 extension DaemonConfiguration {
@@ -8,5 +9,17 @@ extension DaemonConfiguration {
         SyncConfiguration(
             account: account, maximumChangesPerSegment: segmentChanges,
             batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds))
+    }
+}
+
+extension RelayConnection {
+    /// The client settings, with the token read from its file now.
+    public func clientSettings(account: String) throws(ConfigError) -> RelayClientSettings {
+        let token = try RelayConnection.readToken(tokenFile)
+        var settings = RelayClientSettings(url: url, account: account, token: token, caFile: caFile)
+        settings.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        settings.requestTimeoutMilliseconds = requestTimeoutMilliseconds
+        settings.longPollSeconds = longPollSeconds
+        return settings
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import LogsyncControl
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncSync
 import LogsyncSystemd
@@ -19,7 +20,9 @@ public final class SyncDaemon: Sendable {
     /// The settings in force; a reload replaces the ones it can apply without a restart.
     public var configuration: DaemonConfiguration { state.withLock { $0.configuration } }
     let store: Store
-    let transport: DirectoryTransport
+    let transport: any Transport
+    /// The relay the daemon syncs through, when `[relay]` chose one instead of the shared folder.
+    let relay: RelayTransport?
     private let lock: FileLock
     private let loop: SyncLoop
     private let server: ControlServer
@@ -98,7 +101,20 @@ public final class SyncDaemon: Sendable {
 
         try Self.checkStore(at: configuration.storePath, logger: logger)
         store = try Self.openStore(configuration)
-        transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
+        if let connection = configuration.relay {
+            let client: RelayClientSettings
+            do {
+                client = try connection.clientSettings(account: configuration.account)
+            } catch {
+                throw DaemonError(.setup, "cannot use the relay \(connection.url): \(error)")
+            }
+            let relay = RelayTransport(settings: client, node: NodeID(store.nodeID))
+            self.relay = relay
+            transport = relay
+        } else {
+            relay = nil
+            transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
+        }
         // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
         // hangs, they stop and systemd restarts the daemon.
         let notifier = self.notifier
@@ -203,7 +219,7 @@ public final class SyncDaemon: Sendable {
         watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
         setPhase(.idle)
         logger.notice(
-            "syncd ready: node \(store.nodeID), store \(configuration.storePath), shared folder \(configuration.sharedFolder), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)",
+            "syncd ready: node \(store.nodeID), store \(configuration.storePath), \(relay.map { "relay \($0.settings.url)" } ?? "shared folder \(configuration.sharedFolder)"), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)",
             metadata: ["message_id": "\(MessageID.ready)", "node": "\(store.nodeID)"])
         notifier.ready(status: statusLine())
     }
@@ -418,7 +434,7 @@ public final class SyncDaemon: Sendable {
             },
             rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
             ignored: ignored.prefix(DaemonStatus.ignoredListLimit).map { IgnoredEntry(path: $0.path, reason: $0.reason.description) },
-            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil)
+            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relay?.lastContact)
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {

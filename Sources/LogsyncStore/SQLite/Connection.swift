@@ -5,19 +5,20 @@ import LogsyncPlatform
 /// One libsqlite3 connection: the only type that owns an `sqlite3*`.
 ///
 /// Not thread-safe by itself; every connection lives behind a lock owned by the store.
-final class Connection {
-    struct OpenOptions: OptionSet {
-        let rawValue: Int32
-        static let readWrite = OpenOptions(rawValue: SQLITE_OPEN_READWRITE)
-        static let create = OpenOptions(rawValue: SQLITE_OPEN_CREATE)
-        static let readOnly = OpenOptions(rawValue: SQLITE_OPEN_READONLY)
+package final class Connection {
+    package struct OpenOptions: OptionSet, Sendable {
+        package let rawValue: Int32
+        package init(rawValue: Int32) { self.rawValue = rawValue }
+        package static let readWrite = OpenOptions(rawValue: SQLITE_OPEN_READWRITE)
+        package static let create = OpenOptions(rawValue: SQLITE_OPEN_CREATE)
+        package static let readOnly = OpenOptions(rawValue: SQLITE_OPEN_READONLY)
     }
 
-    let path: String
+    package let path: String
     private let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
 
-    init(path: String, options: OpenOptions = [.readWrite, .create]) throws(SQLiteError) {
+    package init(path: String, options: OpenOptions = [.readWrite, .create]) throws(SQLiteError) {
         var db: OpaquePointer?
         let flags = options.rawValue | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -45,20 +46,20 @@ final class Connection {
     }
 
     /// Runs one or more statements that return no rows.
-    func execute(_ sql: String) throws(SQLiteError) {
+    package func execute(_ sql: String) throws(SQLiteError) {
         let rc = sqlite3_exec(handle, sql, nil, nil, nil)
         guard rc == SQLITE_OK else { throw error(rc, sql: sql) }
     }
 
     /// Runs one statement with arguments, discarding any rows.
-    func execute(_ sql: String, _ arguments: [DatabaseValue]) throws(SQLiteError) {
+    package func execute(_ sql: String, _ arguments: [DatabaseValue]) throws(SQLiteError) {
         let statement = try cached(sql)
         try statement.bind(arguments)
         while try statement.step() {}
     }
 
     /// A prepared statement, reused across calls with the same SQL.
-    func cached(_ sql: String) throws(SQLiteError) -> Statement {
+    package func cached(_ sql: String) throws(SQLiteError) -> Statement {
         if let statement = statementCache[sql] {
             statement.reset()
             return statement
@@ -76,7 +77,7 @@ final class Connection {
     }
 
     /// Rows of a query as arrays of values.
-    func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> [[DatabaseValue]] {
+    package func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> [[DatabaseValue]] {
         let statement = try cached(sql)
         try statement.bind(arguments)
         var result: [[DatabaseValue]] = []
@@ -87,7 +88,7 @@ final class Connection {
     }
 
     /// The first column of the first row, or nil when there is no row.
-    func scalar(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> DatabaseValue? {
+    package func scalar(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> DatabaseValue? {
         let statement = try cached(sql)
         try statement.bind(arguments)
         guard try statement.step() else { return nil }
@@ -96,7 +97,7 @@ final class Connection {
         return value
     }
 
-    func int64(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> Int64? {
+    package func int64(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> Int64? {
         if case .integer(let value)? = try scalar(sql, arguments) { return value }
         return nil
     }
@@ -107,16 +108,16 @@ final class Connection {
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE (not counting triggers).
-    var changes: Int { Int(sqlite3_changes(handle)) }
+    package var changes: Int { Int(sqlite3_changes(handle)) }
 
-    var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    package var lastInsertedRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
     /// Waits up to `milliseconds` for another connection's lock, retrying every millisecond.
     ///
     /// SQLite's own busy timeout sleeps in growing steps (up to 100 ms), so a waiting writer keeps missing
     /// the short gaps a batched import leaves between its transactions. Polling each millisecond costs a
     /// few wake-ups while waiting and turns those gaps into turns.
-    func setBusyTimeout(milliseconds: Int32) throws(SQLiteError) {
+    package func setBusyTimeout(milliseconds: Int32) throws(SQLiteError) {
         let limit = UnsafeMutableRawPointer(bitPattern: Int(max(milliseconds, 0)) + 1)
         let rc = sqlite3_busy_handler(handle, { limit, attempts in
             let milliseconds = Int32(Int(bitPattern: limit) - 1)
@@ -127,7 +128,7 @@ final class Connection {
         guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
     }
 
-    var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// Compiles every column read inside the per-row displacement triggers to NULL on this connection, so
     /// their `WHEN NEW.<key> IS NOT NULL` is false at once (``SchemaSQL/displacementTriggers(for:catalog:)``).

@@ -2,7 +2,7 @@ import CSQLite
 import LogsyncCore
 
 /// A prepared statement. Owned by its connection's cache; never shared across threads.
-final class Statement {
+package final class Statement {
     private let handle: OpaquePointer
     private unowned let connection: Connection
     let sql: String
@@ -27,13 +27,13 @@ final class Statement {
         for buffer in lent { buffer.deallocate() }
     }
 
-    func reset() {
+    package func reset() {
         sqlite3_reset(handle)
     }
 
     /// Binds every parameter; a count that does not match the statement's parameters is an error rather
     /// than a silent reuse of the previous call's values.
-    func bind(_ arguments: [DatabaseValue]) throws(SQLiteError) {
+    package func bind(_ arguments: [DatabaseValue]) throws(SQLiteError) {
         let expected = Int(sqlite3_bind_parameter_count(handle))
         guard arguments.count == expected else {
             throw SQLiteError(
@@ -47,13 +47,13 @@ final class Statement {
 
     /// Binds an integer; for the merge's hot statements, which bind each parameter in place instead of
     /// building an array of values per row.
-    func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
         let rc = sqlite3_bind_int64(handle, index, value)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
 
     /// Binds bytes as a blob without wrapping them in a ``DatabaseValue``.
-    func bind(bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+    package func bind(bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
         let rc = bindCopy(of: bytes, at: index, asText: false)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
@@ -102,7 +102,7 @@ final class Statement {
     }
 
     /// Advances to the next row; false when done. Resets the statement after the last row or an error.
-    func step() throws(SQLiteError) -> Bool {
+    package func step() throws(SQLiteError) -> Bool {
         let rc = sqlite3_step(handle)
         switch rc {
         case SQLITE_ROW: return true
@@ -117,7 +117,7 @@ final class Statement {
     }
 
     /// Runs a statement that returns no rows (or whose rows are not wanted) to completion.
-    func run() throws(SQLiteError) {
+    package func run() throws(SQLiteError) {
         while try step() {}
     }
 
@@ -125,7 +125,7 @@ final class Statement {
 
     /// Calls `body` with the bytes of a BLOB (or TEXT) column of the current row, without copying them.
     /// The bytes are valid only inside `body`: the next step or reset frees them.
-    func withBytes<T>(at column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+    package func withBytes<T>(at column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         let index = Int32(column)
         // sqlite3_column_blob first, then sqlite3_column_bytes: the order SQLite documents as safe.
         guard let base = sqlite3_column_blob(handle, index) else {
@@ -134,7 +134,7 @@ final class Statement {
         return try body(UnsafeRawBufferPointer(start: base, count: Int(sqlite3_column_bytes(handle, index))))
     }
 
-    func value(at column: Int) -> DatabaseValue {
+    package func value(at column: Int) -> DatabaseValue {
         let index = Int32(column)
         switch sqlite3_column_type(handle, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(handle, index))
@@ -151,12 +151,12 @@ final class Statement {
     func isInteger(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER }
     func isBlob(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB }
 
-    func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
-    func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
+    package func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
+    package func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }
     /// A TEXT column as a string; nil for NULL. Text that is not valid UTF-8 is repaired here, so this is
     /// only for logsync's own bookkeeping columns (authors, node ids, JSON), never for synced values, which
     /// ``value(at:)`` reads byte for byte.
-    func text(at column: Int) -> String? {
+    package func text(at column: Int) -> String? {
         guard sqlite3_column_type(handle, Int32(column)) != SQLITE_NULL else { return nil }
         return String(decoding: textBytes(at: Int32(column)), as: UTF8.self)
     }

@@ -1,0 +1,118 @@
+import Synchronization
+
+/// Where long-polls wait for pushes: a pull with `wait` that finds nothing registers here, and the push
+/// that stores the next segment of its account wakes it. Bounded: past ``maximumWaiters`` a long-poll is
+/// refused (503) rather than queued.
+final class ArrivalBoard: Sendable {
+    let maximumWaiters: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        /// The latest arrival announced per account since start-up.
+        var latest: [String: UInt64] = [:]
+        var waiters: [String: [Int: Waiter]] = [:]
+        var count = 0
+        var nextID = 0
+    }
+
+    private enum Waiter {
+        /// Registered, its task not yet suspended.
+        case registered
+        case suspended(CheckedContinuation<Bool, Never>)
+        /// Woken (true: something arrived) before its task suspended.
+        case woken(Bool)
+    }
+
+    init(maximumWaiters: Int) {
+        self.maximumWaiters = maximumWaiters
+    }
+
+    var waiting: Int { state.withLock { $0.count } }
+
+    /// The latest arrival announced for `account` since start-up, if any.
+    func latest(account: String) -> UInt64? { state.withLock { $0.latest[account] } }
+
+    /// Records that `account` now has arrivals up to `arrival`, and wakes its long-polls.
+    func announce(account: String, arrival: UInt64) {
+        let woken: [CheckedContinuation<Bool, Never>] = state.withLock { state in
+            state.latest[account] = max(state.latest[account] ?? 0, arrival)
+            guard var waiters = state.waiters[account] else { return [] }
+            var continuations: [CheckedContinuation<Bool, Never>] = []
+            for (id, waiter) in waiters {
+                switch waiter {
+                case .suspended(let continuation):
+                    continuations.append(continuation)
+                    waiters[id] = nil
+                    state.count -= 1
+                case .registered:
+                    waiters[id] = .woken(true)
+                case .woken:
+                    break
+                }
+            }
+            state.waiters[account] = waiters.isEmpty ? nil : waiters
+            return continuations
+        }
+        for continuation in woken { continuation.resume(returning: true) }
+    }
+
+    /// Waits until an arrival after `cursor` is announced for `account` (true), or `timeout` passes or the
+    /// task is cancelled (false). Throws ``RelayError/Code/busy`` when too many long-polls wait already.
+    func wait(account: String, after cursor: UInt64, timeout: Duration) async throws(RelayError) -> Bool {
+        let id: Int? = try state.withLock { state throws(RelayError) -> Int? in
+            if let latest = state.latest[account], latest > cursor { return nil }
+            guard state.count < maximumWaiters else {
+                throw RelayError(.busy, "\(maximumWaiters) long-polls are waiting already (max_waiting_polls): retry shortly", retryAfter: 1)
+            }
+            state.nextID += 1
+            state.count += 1
+            state.waiters[account, default: [:]][state.nextID] = .registered
+            return state.nextID
+        }
+        guard let id else { return true }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            self?.finish(account: account, id: id, arrived: false)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let resumeNow: Bool? = state.withLock { state in
+                    switch state.waiters[account]?[id] {
+                    case .registered?:
+                        state.waiters[account]?[id] = .suspended(continuation)
+                        return nil
+                    case .woken(let arrived)?:
+                        state.waiters[account]?[id] = nil
+                        if state.waiters[account]?.isEmpty == true { state.waiters[account] = nil }
+                        state.count -= 1
+                        return arrived
+                    case .suspended?, nil:
+                        return false
+                    }
+                }
+                if let resumeNow { continuation.resume(returning: resumeNow) }
+            }
+        } onCancel: {
+            finish(account: account, id: id, arrived: false)
+        }
+    }
+
+    private func finish(account: String, id: Int, arrived: Bool) {
+        let continuation: CheckedContinuation<Bool, Never>? = state.withLock { state in
+            switch state.waiters[account]?[id] {
+            case .suspended(let continuation)?:
+                state.waiters[account]?[id] = nil
+                if state.waiters[account]?.isEmpty == true { state.waiters[account] = nil }
+                state.count -= 1
+                return continuation
+            case .registered?:
+                state.waiters[account]?[id] = .woken(arrived)
+                return nil
+            case .woken?, nil:
+                return nil
+            }
+        }
+        continuation?.resume(returning: arrived)
+    }
+}

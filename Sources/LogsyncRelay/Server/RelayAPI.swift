@@ -1,0 +1,325 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import LogsyncCore
+import NIOCore
+import Synchronization
+
+/// The relay's routes, all under `/v1` (docs/relay-protocol.md, docs/relay-openapi.yaml).
+final class RelayAPI: Sendable {
+    let storage: any MailboxStorage & CredentialStorage
+    let settings: RelaySettings
+    let board: ArrivalBoard
+    let metrics: RelayMetrics
+    let logger: Logger
+    /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
+    private let buffered = Atomic<Int>(0)
+    /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
+    /// while the account's latest announced arrival is the one they were made at. At most
+    /// ``pageCacheBytes`` in all.
+    private let pages = Mutex<(entries: [PageKey: (latest: UInt64, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
+    static let pageCacheBytes = 32 << 20
+
+    private struct PageKey: Hashable {
+        var account: String
+        var after: UInt64
+        var limit: Int
+    }
+
+    init(storage: any MailboxStorage & CredentialStorage, settings: RelaySettings, metrics: RelayMetrics, logger: Logger) {
+        self.storage = storage
+        self.settings = settings
+        self.board = ArrivalBoard(maximumWaiters: settings.maximumWaitingPolls)
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.get("/v1/health") { _, _ in Self.json(["status": "ok"]) }
+        router.get("/v1/ready") { [self] _, _ in
+            guard storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
+            return Self.json(["status": "ready"])
+        }
+        router.get("/metrics") { [self] _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4"
+            let text = metrics.text(gauges: [
+                ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
+                ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
+            ] + ((storage as? SQLiteRelayStorage)?.commitGauges ?? []))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        router.put("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
+            try await push(request, context)
+        }
+        router.get("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
+            try fetch(request, context)
+        }
+        router.get("/v1/accounts/:account/segments") { [self] request, context in
+            try await pull(request, context)
+        }
+        router.get("/v1/accounts/:account/nodes") { [self] request, context in
+            try nodes(request, context)
+        }
+        // Other methods on these paths: 405 with the methods that are allowed, rather than 404.
+        let routes: [(path: String, allowed: [HTTPRequest.Method])] = [
+            ("/v1/health", [.get]), ("/v1/ready", [.get]), ("/metrics", [.get]), ("/v1/accounts/:account/segments", [.get]),
+            ("/v1/accounts/:account/nodes", [.get]), ("/v1/accounts/:account/nodes/:node/segments/:range", [.get, .put]),
+        ]
+        let methods: [HTTPRequest.Method] = [.get, .put, .post, .delete, .patch, .options, .trace] + [HTTPRequest.Method("QUERY")].compactMap { $0 }
+        for route in routes {
+            let allowed = route.allowed.map(\.rawValue).joined(separator: ", ")
+            for method in methods where !route.allowed.contains(method) {
+                router.on(RouterPath(route.path), method: method) { _, _ -> Response in
+                    throw RelayError(.methodNotAllowed, "this route answers \(allowed) only", allow: allowed)
+                }
+            }
+        }
+    }
+
+    // MARK: Routes
+
+    private func push(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let (first, last) = try rangeParameter(context)
+        let credential = try authorize(request, account: account)
+        if let bound = credential.node, bound != node {
+            throw RelayError(.forbidden, "this token may push only as node \(bound), not \(node)")
+        }
+        guard let lengthText = request.headers[.contentLength] else {
+            throw RelayError(.lengthRequired, "a push needs a Content-Length header (the segment's size)")
+        }
+        guard let length = Int(lengthText), length >= 0 else { throw RelayError(.badRequest, "Content-Length is not a number") }
+        guard length <= settings.maximumSegmentBytes else {
+            throw RelayError(.tooLarge, "the segment is \(length) bytes; this relay takes at most \(settings.maximumSegmentBytes) (max_segment_bytes)")
+        }
+        // Bounded memory under a flood of bodies: reserve the body's size before reading it.
+        let now = buffered.wrappingAdd(length, ordering: .relaxed).newValue
+        defer { buffered.wrappingSubtract(length, ordering: .relaxed) }
+        guard now <= settings.maximumBufferedBytes || now == length else {
+            throw RelayError(
+                .busy, "the relay holds \(settings.maximumBufferedBytes) bytes of uploads already (max_buffered_bytes): retry shortly", retryAfter: 1)
+        }
+        let bytes = try await readBody(request.body, length: length)
+        let header: SegmentHeader
+        do {
+            header = try SegmentDecoder.checkEnvelope(bytes, limits: SegmentLimits(maxSegmentBytes: settings.maximumSegmentBytes))
+        } catch {
+            throw RelayError(.malformedSegment, "the body is not an intact segment: \(error)")
+        }
+        guard header.account == account, header.node == node, header.firstSequence == first, header.lastSequence == last else {
+            throw RelayError(
+                .headerMismatch,
+                "the segment's header says account \(RelayNames.quoted(header.account)), node \(header.node), sequences \(header.firstSequence)-\(header.lastSequence); the route says account \(RelayNames.quoted(account)), node \(node), sequences \(first)-\(last)")
+        }
+        let outcome = try await storage.push(
+            SegmentPush(
+                account: account, node: node, firstSequence: first, lastSequence: last, bytes: bytes,
+                defaultQuotaBytes: settings.defaultQuotaBytes))
+        switch outcome {
+        case .stored(let arrival):
+            board.announce(account: account, arrival: arrival)
+            metrics.add("relay_pushes_total{outcome=\"stored\"}")
+            metrics.add("relay_stored_bytes_total", Double(bytes.count))
+            return Self.json(PushAnswer(stored: true, arrival: arrival), status: .created)
+        case .duplicate(let arrival):
+            metrics.add("relay_pushes_total{outcome=\"duplicate\"}")
+            return Self.json(PushAnswer(stored: false, arrival: arrival))
+        }
+    }
+
+    private func readBody(_ body: RequestBody, length: Int) async throws -> [UInt8] {
+        let limit = min(length, settings.maximumSegmentBytes)
+        let timeout = Duration.seconds(settings.requestTimeoutSeconds)
+        return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
+            group.addTask {
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(limit)
+                for try await buffer in body {
+                    guard bytes.count + buffer.readableBytes <= limit else {
+                        throw RelayError(.tooLarge, "the body is longer than its Content-Length (\(length)) or than max_segment_bytes")
+                    }
+                    bytes.append(contentsOf: buffer.readableBytesView)
+                }
+                guard bytes.count == length else {
+                    throw RelayError(.badRequest, "the body ended after \(bytes.count) of \(length) bytes")
+                }
+                return bytes
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let bytes = first else {
+                throw RelayError(.timeout, "the body did not arrive within \(settings.requestTimeoutSeconds) seconds (request_timeout_s)")
+            }
+            return bytes
+        }
+    }
+
+    private func fetch(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let (first, last) = try rangeParameter(context)
+        _ = try authorize(request, account: account)
+        guard let bytes = try storage.segment(account: account, node: node, firstSequence: first, lastSequence: last) else {
+            throw RelayError(.notFound, "the relay has no segment \(node)/\(first)-\(last) in this account")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/octet-stream"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    private func pull(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let query = request.uri.queryParameters
+        let after = try Self.integer(query, "after", default: 0, range: 0...UInt64(Int64.max))
+        let limit = Int(try Self.integer(query, "limit", default: UInt64(settings.maximumPullSegments), range: 1...1_000_000))
+        let wait = Int(try Self.integer(query, "wait", default: 0, range: 0...3_600))
+        _ = try authorize(request, account: account)
+        let pageLimit = min(limit, settings.maximumPullSegments)
+        var answer = try encodedPage(account: account, after: after, limit: pageLimit)
+        let waitFor = min(wait, settings.maximumWaitSeconds)
+        if answer == nil, waitFor > 0 {
+            let deadline = ContinuousClock.now + .seconds(waitFor)
+            while answer == nil, ContinuousClock.now < deadline, !Task.isCancelled {
+                guard try await board.wait(account: account, after: after, timeout: deadline - ContinuousClock.now) else { break }
+                answer = try encodedPage(account: account, after: after, limit: pageLimit)
+            }
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        guard let answer else {
+            return Self.json(PullAnswer(cursor: after, more: false, segments: []))
+        }
+        metrics.add("relay_pulled_segments_total", Double(answer.count))
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
+    }
+
+    /// The encoded answer for a non-empty page, or nil when nothing arrived after `after`. The many
+    /// long-polls one push wakes ask the same question: the first answer is kept and reused while the
+    /// account's latest announced arrival stays the one it was made at.
+    private func encodedPage(account: String, after: UInt64, limit: Int) throws(RelayError) -> (body: ByteBuffer, count: Int)? {
+        let key = PageKey(account: account, after: after, limit: limit)
+        let latest = board.latest(account: account)
+        if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest { return (hit.body, hit.count) }
+        let page = try storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
+        guard !page.segments.isEmpty else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let answer = PullAnswer(
+            cursor: page.cursor, more: page.more,
+            segments: page.segments.map {
+                PulledSegment(
+                    arrival: $0.arrival, node: $0.node.rawValue, first: $0.firstSequence, last: $0.lastSequence, size: $0.bytes.count,
+                    data: Data($0.bytes).base64EncodedString())
+            })
+        let body = ByteBuffer(bytes: (try? encoder.encode(answer)) ?? Data())
+        if let latest {
+            pages.withLock { cache in
+                if cache.bytes + body.readableBytes > Self.pageCacheBytes { cache = ([:], 0) }
+                if let old = cache.entries[key] { cache.bytes -= old.body.readableBytes }
+                cache.entries[key] = (latest, body, page.segments.count)
+                cache.bytes += body.readableBytes
+            }
+        }
+        return (body, page.segments.count)
+    }
+
+    private func nodes(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let account = try accountParameter(context)
+        _ = try authorize(request, account: account)
+        return Self.json(NodesAnswer(cursor: try storage.latestArrival(account: account), nodes: try storage.nodes(account: account)))
+    }
+
+    // MARK: Checks
+
+    private func accountParameter(_ context: BasicRequestContext) throws(RelayError) -> String {
+        let account = context.parameters.get("account") ?? ""
+        if let problem = RelayNames.accountProblem(account) {
+            throw RelayError(.badRequest, "the account in the path \(RelayNames.quoted(account)) \(problem)")
+        }
+        return account
+    }
+
+    private func nodeParameter(_ context: BasicRequestContext) throws(RelayError) -> NodeID {
+        let node = context.parameters.get("node") ?? ""
+        if let problem = RelayNames.nodeProblem(node) {
+            throw RelayError(.badRequest, "the node in the path \(RelayNames.quoted(node)) \(problem)")
+        }
+        return NodeID(node)
+    }
+
+    private func rangeParameter(_ context: BasicRequestContext) throws(RelayError) -> (UInt64, UInt64) {
+        let text = context.parameters.get("range") ?? ""
+        guard let range = RelayNames.parseRange(text) else {
+            throw RelayError(.badRequest, "the segment in the path \(RelayNames.quoted(text)) is not FIRST-LAST (decimal sequence numbers, 1 ≤ FIRST ≤ LAST)")
+        }
+        return range
+    }
+
+    /// The credential of the request's bearer token, which must be for `account`. The same answer for an
+    /// account that does not exist as for one that does: a token learns nothing about other accounts.
+    private func authorize(_ request: Request, account: String) throws(RelayError) -> Credential {
+        guard let header = request.headers[.authorization] else {
+            throw RelayError(.unauthorized, "no token: send Authorization: Bearer <token> (sync-relay token issue makes one)")
+        }
+        guard header.hasPrefix("Bearer "), let credential = try storage.authenticate(String(header.dropFirst(7))) else {
+            throw RelayError(.unauthorized, "the token is not valid (wrong, revoked, or its account deleted): ask the relay's operator for a new one")
+        }
+        guard credential.account == account else {
+            throw RelayError(.forbidden, "this token is not valid for the account in the path")
+        }
+        return credential
+    }
+
+    private static func integer(
+        _ query: FlatDictionary<Substring, Substring>, _ name: String, default value: UInt64, range: ClosedRange<UInt64>
+    ) throws(RelayError) -> UInt64 {
+        guard let text = query[name[...]] else { return value }
+        guard text.utf8.count <= 20, text.utf8.allSatisfy({ (48...57).contains($0) }), let number = UInt64(text), range.contains(number) else {
+            throw RelayError(.badRequest, "the query parameter '\(name)' must be an integer from \(range.lowerBound) to \(range.upperBound), got \(RelayNames.quoted(String(text)))")
+        }
+        return number
+    }
+
+    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}
+
+struct PushAnswer: Codable {
+    /// false: the same bytes were stored before.
+    var stored: Bool
+    var arrival: UInt64
+}
+
+struct PulledSegment: Codable {
+    var arrival: UInt64
+    var node: String
+    var first: UInt64
+    var last: UInt64
+    var size: Int
+    /// The segment's bytes, base64.
+    var data: String
+}
+
+struct PullAnswer: Codable {
+    var cursor: UInt64
+    var more: Bool
+    var segments: [PulledSegment]
+}
+
+struct NodesAnswer: Codable {
+    var cursor: UInt64
+    var nodes: [NodeSummary]
+}

@@ -1,0 +1,40 @@
+import Synchronization
+
+/// Counters for `/metrics`, written in Prometheus' text format (version 0.0.4).
+final class RelayMetrics: Sendable {
+    private let counters = Mutex<[String: Double]>([:])
+
+    /// Adds to a counter; `name` may carry labels (`relay_requests_total{status="200"}`).
+    func add(_ name: String, _ value: Double = 1) {
+        counters.withLock { $0[name, default: 0] += value }
+    }
+
+    func text(gauges: [(name: String, help: String, value: Double)]) -> String {
+        let values = counters.withLock { $0 }
+        var lines: [String] = []
+        let help: [String: String] = [
+            "relay_requests_total": "HTTP requests answered, by route and status.",
+            "relay_pushes_total": "Segment pushes, by outcome (stored, duplicate, refused).",
+            "relay_stored_bytes_total": "Segment bytes stored.",
+            "relay_pulled_segments_total": "Segments sent in pull answers.",
+            "relay_refusals_total": "Requests refused, by error code.",
+        ]
+        for family in help.keys.sorted() {
+            lines.append("# HELP \(family) \(help[family]!)")
+            lines.append("# TYPE \(family) counter")
+            for (name, value) in values.sorted(by: { $0.key < $1.key }) where name == family || name.hasPrefix(family + "{") {
+                lines.append("\(name) \(format(value))")
+            }
+        }
+        for gauge in gauges {
+            lines.append("# HELP \(gauge.name) \(gauge.help)")
+            lines.append("# TYPE \(gauge.name) \(gauge.name.hasSuffix("_total") ? "counter" : "gauge")")
+            lines.append("\(gauge.name) \(format(gauge.value))")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private func format(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+
+/// A running relay: the HTTP server over a storage, with its limits. `run()` serves until the task is
+/// cancelled or SIGTERM/SIGINT arrive.
+public struct RelayServer: Sendable {
+    public let settings: RelaySettings
+    public let storage: any MailboxStorage & CredentialStorage
+    public let tls: TLSCredentials?
+    let logger: Logger
+    /// Hummingbird's own logger (connections, lifecycle): quieter than the relay's by default.
+    let frameworkLogger: Logger
+
+    public init(
+        settings: RelaySettings, storage: any MailboxStorage & CredentialStorage, tls: TLSCredentials?, logger: Logger, frameworkLogger: Logger? = nil
+    ) {
+        self.settings = settings
+        self.storage = storage
+        self.tls = tls
+        self.logger = logger
+        self.frameworkLogger = frameworkLogger ?? logger
+    }
+
+    /// Serves until SIGTERM or SIGINT. `onListening` gets the bound port (useful when `port` is 0).
+    public func run(onListening: @escaping @Sendable (Int) async -> Void) async throws {
+        let metrics = RelayMetrics()
+        let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, logger: logger)
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
+        api.register(on: router)
+        let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
+        let server: HTTPServerBuilder
+        if let tls {
+            server = HTTPServerBuilder { responder in
+                ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), credentials: tls)
+            }
+        } else {
+            server = .http1(configuration: http1)
+        }
+        let connectionLogger = frameworkLogger
+        let app = Application(
+            router: router, server: server,
+            configuration: ApplicationConfiguration(
+                address: .hostname(settings.host, port: settings.port), serverName: "sync-relay", backlog: 1_024,
+                availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections, logger: connectionLogger)),
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? settings.port) },
+            logger: connectionLogger)
+        try await app.runService()
+    }
+}

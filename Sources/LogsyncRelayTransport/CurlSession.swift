@@ -1,0 +1,125 @@
+import CCurl
+import Foundation
+import LogsyncTransport
+import Synchronization
+
+/// One libcurl easy handle, reused request after request so that its connection stays open
+/// (keep-alive); the only type that holds a `CURL*`. Requests on one session run one at a time.
+final class CurlSession: @unchecked Sendable {
+    // `handle` is used only while `lock` is held.
+    private let handle: UnsafeMutableRawPointer
+    private let lock = NSLock()
+    private let caFile: String?
+    /// Set to abort the transfer in progress (checked by libcurl's progress callback, about once a
+    /// second and on every read): how a long-poll ends promptly when its consumer goes away.
+    let cancelled = Atomic<Bool>(false)
+
+    struct Response {
+        var status: Int
+        var body: [UInt8]
+    }
+
+    private static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    init(caFile: String?) {
+        _ = Self.globalInit
+        guard let handle = curl_easy_init() else { fatalError("curl_easy_init failed: libcurl is out of memory") }
+        self.handle = handle
+        self.caFile = caFile
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    /// Sends one request and returns the status and body. Throws ``TransportError/Code/io`` for network
+    /// failures (refused, reset, timed out, TLS), with libcurl's own message.
+    func perform(
+        method: String, url: String, headers: [String], body: [UInt8]? = nil, timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int,
+        maximumResponseBytes: Int
+    ) throws(TransportError) -> Response {
+        lock.lock()
+        defer { lock.unlock() }
+        // curl_easy_reset keeps the open connections, the TLS session cache and the DNS cache.
+        curl_easy_reset(handle)
+        let sink = Sink(limit: maximumResponseBytes, session: self)
+        var list: UnsafeMutablePointer<curl_slist>?
+        // Without "Expect:" libcurl waits for a 100-continue before sending a large body.
+        for header in headers + ["Expect:"] { list = curl_slist_append(list, header) }
+        defer { curl_slist_free_all(list) }
+        let unmanagedSink = Unmanaged.passRetained(sink)
+        defer { unmanagedSink.release() }
+        var codes: [CURLcode] = []
+        codes.append(ccurl_setopt_string(handle, CURLOPT_URL, url))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        codes.append(ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        codes.append(ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, list))
+        codes.append(ccurl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
+            guard let context else { return 0 }
+            let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
+            return sink.append(data, size * count) ? size * count : 0
+        }))
+        codes.append(ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, unmanagedSink.toOpaque()))
+        codes.append(ccurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+        codes.append(ccurl_setopt_progress(handle, CURLOPT_XFERINFOFUNCTION, { context, _, _, _, _ in
+            guard let context else { return 0 }
+            return Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue().session?.cancelled.load(ordering: .relaxed) == true ? 1 : 0
+        }))
+        codes.append(ccurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, unmanagedSink.toOpaque()))
+        if let caFile { codes.append(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+        switch method {
+        case "GET": codes.append(ccurl_setopt_long(handle, CURLOPT_HTTPGET, 1))
+        default: codes.append(ccurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method))
+        }
+        if let failed = codes.first(where: { $0 != CURLE_OK }) {
+            throw TransportError(.io, "libcurl refused an option: \(String(cString: curl_easy_strerror(failed)))")
+        }
+        let code: CURLcode = (body ?? []).withUnsafeBytes { bytes in
+            if body != nil {
+                _ = ccurl_setopt_offset(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                // POSTFIELDS keeps the pointer: `bytes` stays valid until curl_easy_perform returns.
+                _ = ccurl_setopt_pointer(handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            }
+            return curl_easy_perform(handle)
+        }
+        guard code == CURLE_OK else {
+            if code == CURLE_WRITE_ERROR, sink.overflowed {
+                throw TransportError(.tooLarge, "the relay's answer to \(method) \(Self.redacted(url)) is over \(maximumResponseBytes) bytes")
+            }
+            let detail = code == CURLE_ABORTED_BY_CALLBACK ? "cancelled" : String(cString: curl_easy_strerror(code))
+            throw TransportError(.io, "\(method) \(Self.redacted(url)) failed: \(detail)")
+        }
+        var status = 0
+        _ = ccurl_response_code(handle, &status)
+        return Response(status: status, body: sink.bytes)
+    }
+
+    /// A URL as logs and errors show it: without a query string.
+    static func redacted(_ url: String) -> String { String(url.split(separator: "?", maxSplits: 1).first ?? "") }
+
+    /// Where libcurl writes an answer, bounded.
+    private final class Sink {
+        var bytes: [UInt8] = []
+        var overflowed = false
+        let limit: Int
+        weak var session: CurlSession?
+
+        init(limit: Int, session: CurlSession) {
+            self.limit = limit
+            self.session = session
+        }
+
+        func append(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Bool {
+            guard bytes.count + count <= limit else {
+                overflowed = true
+                return false
+            }
+            guard let data, count > 0 else { return true }
+            data.withMemoryRebound(to: UInt8.self, capacity: count) { bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: count)) }
+            return true
+        }
+    }
+}

@@ -1,0 +1,302 @@
+import Foundation
+import LogsyncCore
+import LogsyncTransport
+import Synchronization
+
+/// Where a node's relay is and how to talk to it.
+public struct RelayClientSettings: Sendable {
+    /// The relay's base URL, `https://host:port` (or `http://` for a relay on loopback or behind a proxy).
+    public var url: String
+    public var account: String
+    /// The bearer token (read from a file or `$CREDENTIALS_DIRECTORY`, never from syncd.toml itself).
+    public var token: String
+    /// A PEM file of certificate authorities to trust instead of the system's (a self-signed relay).
+    public var caFile: String?
+    public var connectTimeoutMilliseconds = 5_000
+    public var requestTimeoutMilliseconds = 30_000
+    /// How long each long-poll asks the relay to wait; the relay may shorten it.
+    public var longPollSeconds = 25
+    /// Attempts per request on network errors and 5xx answers, with jittered exponential backoff.
+    public var attempts = 3
+    /// The segment size limit, which also bounds answers.
+    public var maximumSegmentBytes = SegmentLimits.default.maxSegmentBytes
+    /// Bytes of pulled segments kept in memory until the engine reads them; past it they are fetched
+    /// again when read.
+    public var cacheBytes = 64 << 20
+
+    public init(url: String, account: String, token: String, caFile: String? = nil) {
+        self.url = url.hasSuffix("/") ? String(url.dropLast()) : url
+        self.account = account
+        self.token = token
+        self.caFile = caFile
+    }
+}
+
+/// A ``Transport`` through a `sync-relay` over HTTP(S), with libcurl.
+///
+/// Pushes, pulls and reads share one connection; the long-poll that wakes the daemon has its own, since it
+/// waits up to ``RelayClientSettings/longPollSeconds`` at a time. Segments come with the pulls, in the
+/// relay's arrival order, and are kept (bounded) until the engine reads them.
+public final class RelayTransport: Transport, Sendable {
+    public let settings: RelayClientSettings
+    public let node: NodeID
+    private let requests: CurlSession
+    private let state = Mutex(State())
+    private let contact: Mutex<RelayContact>
+
+    private struct State {
+        /// The last arrival pulled.
+        var cursor: UInt64 = 0
+        var index: [NodeID: [SegmentName]] = [:]
+        var cached: [SegmentName: [UInt8]] = [:]
+        var cachedBytes = 0
+        /// Pulled since the last refresh.
+        var appeared: [SegmentName] = []
+    }
+
+    public init(settings: RelayClientSettings, node: NodeID) {
+        self.settings = settings
+        self.node = node
+        requests = CurlSession(caFile: settings.caFile)
+        contact = Mutex(RelayContact(url: settings.url))
+    }
+
+    /// What the node last heard from the relay.
+    public var lastContact: RelayContact { contact.withLock { $0 } }
+
+    private var accountURL: String { "\(settings.url)/v1/accounts/\(settings.account)" }
+
+    // MARK: Transport
+
+    public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
+        let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
+        let response = try send("PUT", url, body: bytes, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
+        guard response.status == 200 || response.status == 201 else {
+            let error = Self.error(for: response, doing: "pushing segment \(name)")
+            contact.withLock { $0.lastRefusal = error.message }
+            throw error
+        }
+    }
+
+    public func scan(excluding node: NodeID) throws(TransportError) -> TransportScan {
+        _ = try refresh(excluding: node)
+        let names = state.withLock { $0.index.filter { $0.key != node }.values.flatMap { $0 } }
+        return TransportScan(segments: names.sorted(), ignored: [])
+    }
+
+    public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
+        while try pull(session: requests, waitSeconds: 0).received {}
+        return state.withLock { state in
+            let appeared = state.appeared.filter { $0.node != node }
+            state.appeared = []
+            return TransportView(appeared: appeared, ignored: [], nodes: state.index.keys.filter { $0 != node }.sorted())
+        }
+    }
+
+    public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
+        state.withLock { state in (state.index[node] ?? []).filter { $0.lastSequence > sequence } }
+    }
+
+    public func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
+        if let bytes = state.withLock({ state -> [UInt8]? in
+            guard let bytes = state.cached.removeValue(forKey: name) else { return nil }
+            state.cachedBytes -= bytes.count
+            return bytes
+        }) {
+            return bytes
+        }
+        let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
+        let response = try send(
+            "GET", url, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds, maximumResponseBytes: maximumBytes + 1)
+        guard response.status == 200 else { throw Self.error(for: response, doing: "reading segment \(name)") }
+        guard response.body.count <= maximumBytes else {
+            throw TransportError(.tooLarge, "segment \(name) is \(response.body.count) bytes; at most \(maximumBytes) are read")
+        }
+        return response.body
+    }
+
+    /// Long-polls the relay on a thread of its own and yields whenever segments arrived (already pulled
+    /// for the next refresh), and at least every `rescanInterval`. Network failures back off with jitter
+    /// up to a minute; a refused token backs off the longest, and `syncctl status` says why.
+    public func arrivals(rescanInterval: Duration) -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let session = CurlSession(caFile: settings.caFile)
+        let stopped = Atomic<Bool>(false)
+        continuation.onTermination = { _ in
+            stopped.store(true, ordering: .relaxed)
+            session.cancelled.store(true, ordering: .relaxed)
+        }
+        let waitSeconds = max(1, min(settings.longPollSeconds, Int(rescanInterval.components.seconds)))
+        Thread.detachNewThread { [self] in
+            var backoff = Backoff(initialMilliseconds: 100, maximumMilliseconds: 60_000)
+            var nextRescan = ContinuousClock.now + rescanInterval
+            while !stopped.load(ordering: .relaxed) {
+                do {
+                    var pulled = try pull(session: session, waitSeconds: waitSeconds)
+                    backoff.reset()
+                    var foreign = pulled.foreign
+                    // Drain what is left without waiting (a page limit was hit).
+                    while pulled.received, !stopped.load(ordering: .relaxed) {
+                        pulled = try pull(session: session, waitSeconds: 0)
+                        foreign = foreign || pulled.foreign
+                    }
+                    // Wakes for other nodes' segments at once; its own pushes coming back wake nothing.
+                    if foreign || ContinuousClock.now >= nextRescan {
+                        continuation.yield()
+                        nextRescan = ContinuousClock.now + rescanInterval
+                    }
+                } catch {
+                    if stopped.load(ordering: .relaxed) { break }
+                    let delay = (error as? TransportError)?.code.isPermanent == true ? backoff.maximumMilliseconds : backoff.next()
+                    let deadline = ContinuousClock.now + .milliseconds(delay)
+                    while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline { usleep(20_000) }
+                    continuation.yield()
+                }
+            }
+            continuation.finish()
+        }
+        return stream
+    }
+
+    // MARK: Requests
+
+    /// Pulls after the cursor once: whether segments came (more may wait), and whether any is another node's.
+    private func pull(session: CurlSession, waitSeconds: Int) throws(TransportError) -> (received: Bool, foreign: Bool) {
+        let cursor = state.withLock { $0.cursor }
+        let url = "\(accountURL)/segments?after=\(cursor)&wait=\(waitSeconds)"
+        // Base64 in JSON: 4/3 of the bytes, plus room for the page's metadata.
+        let answerLimit = settings.maximumSegmentBytes * 4 / 3 + (16 << 20)
+        let response = try send(
+            "GET", url, session: session, timeoutMilliseconds: settings.requestTimeoutMilliseconds + waitSeconds * 1000,
+            maximumResponseBytes: answerLimit)
+        guard response.status == 200 else { throw Self.error(for: response, doing: "pulling segments") }
+        guard let page = try? JSONDecoder().decode(PullPage.self, from: Data(response.body)) else {
+            throw TransportError(.refused, "the relay's answer to a pull is not the JSON this node expects (a relay of another version?)")
+        }
+        var segments: [(SegmentName, [UInt8])] = []
+        for segment in page.segments {
+            guard SegmentName.isNodeFolderName(segment.node), segment.first >= 1, segment.first <= segment.last,
+                let bytes = Data(base64Encoded: segment.data)
+            else {
+                throw TransportError(.refused, "the relay sent a segment entry that is not well formed (arrival \(segment.arrival))")
+            }
+            segments.append((SegmentName(node: NodeID(segment.node), firstSequence: segment.first, lastSequence: segment.last), Array(bytes)))
+        }
+        return state.withLock { state in
+            // Another pull (the long-poll, or a refresh) may have moved past this page meanwhile.
+            guard page.cursor > state.cursor else { return (false, false) }
+            for (name, bytes) in segments {
+                var names = state.index[name.node] ?? []
+                guard !names.contains(name) else { continue }
+                let position = names.firstIndex { $0 > name } ?? names.endIndex
+                names.insert(name, at: position)
+                state.index[name.node] = names
+                state.appeared.append(name)
+                if name.node != node, state.cachedBytes + bytes.count <= settings.cacheBytes {
+                    state.cached[name] = bytes
+                    state.cachedBytes += bytes.count
+                }
+            }
+            state.cursor = page.cursor
+            return (!segments.isEmpty, segments.contains { $0.0.node != node })
+        }
+    }
+
+    /// Sends a request, retrying network failures and 5xx answers with jittered exponential backoff up to
+    /// ``RelayClientSettings/attempts`` times; any other answer is returned as it is.
+    private func send(
+        _ method: String, _ url: String, body: [UInt8]? = nil, session: CurlSession, timeoutMilliseconds: Int,
+        maximumResponseBytes: Int = 1 << 20
+    ) throws(TransportError) -> CurlSession.Response {
+        var backoff = Backoff(initialMilliseconds: 50, maximumMilliseconds: 2_000)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                let response = try session.perform(
+                    method: method, url: url, headers: ["Authorization: Bearer \(settings.token)"] + (body == nil ? [] : ["Content-Type: application/octet-stream"]),
+                    body: body, timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
+                    maximumResponseBytes: maximumResponseBytes)
+                record(response)
+                if response.status >= 500, attempt < settings.attempts {
+                    usleep(UInt32(backoff.next() * 1000))
+                    continue
+                }
+                return response
+            } catch {
+                if !session.cancelled.load(ordering: .relaxed) {
+                    contact.withLock { $0.lastAnswer = error.message; $0.lastAnswerAt = Int64(Date().timeIntervalSince1970 * 1000) }
+                }
+                guard attempt < settings.attempts, !session.cancelled.load(ordering: .relaxed), !error.code.isPermanent else { throw error }
+                usleep(UInt32(backoff.next() * 1000))
+            }
+        }
+    }
+
+    private func record(_ response: CurlSession.Response) {
+        var answer = "\(response.status)"
+        if response.status >= 400, let body = try? JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body)) {
+            answer += " \(body.code): \(body.message)"
+        }
+        contact.withLock { $0.lastAnswer = answer; $0.lastAnswerAt = Int64(Date().timeIntervalSince1970 * 1000) }
+    }
+
+    /// The error for a refusal, by status: the ones that retrying cannot fix are marked permanent.
+    static func error(for response: CurlSession.Response, doing what: String) -> TransportError {
+        let body = try? JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body))
+        let detail = body.map { "\($0.code): \($0.message)" } ?? "no explanation"
+        let code: TransportError.Code
+        switch response.status {
+        case 401: code = .unauthorized
+        case 403: code = .forbidden
+        case 404: code = .notFound
+        case 409: code = .conflict
+        case 413: code = .tooLarge
+        case 507: code = .quotaExceeded
+        case 400..<500: code = .refused
+        default: code = .io
+        }
+        return TransportError(code, "the relay answered \(response.status) to \(what) (\(detail))")
+    }
+}
+
+/// Jittered exponential backoff: each delay is a random point in [d/2, d], with d doubling up to a bound.
+struct Backoff {
+    let initialMilliseconds: Int
+    let maximumMilliseconds: Int
+    private var current: Int
+
+    init(initialMilliseconds: Int, maximumMilliseconds: Int) {
+        self.initialMilliseconds = initialMilliseconds
+        self.maximumMilliseconds = maximumMilliseconds
+        current = initialMilliseconds
+    }
+
+    mutating func next() -> Int {
+        let delay = Int.random(in: (current / 2)...current)
+        current = min(current * 2, maximumMilliseconds)
+        return delay
+    }
+
+    mutating func reset() { current = initialMilliseconds }
+}
+
+/// The relay's pull answer (docs/relay-protocol.md).
+struct PullPage: Decodable {
+    struct Segment: Decodable {
+        var arrival: UInt64
+        var node: String
+        var first: UInt64
+        var last: UInt64
+        var data: String
+    }
+
+    var cursor: UInt64
+    var more: Bool
+    var segments: [Segment]
+}
+
+struct ErrorAnswer: Decodable {
+    var code: String
+    var message: String
+}

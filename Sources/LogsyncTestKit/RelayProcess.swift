@@ -1,0 +1,102 @@
+import Foundation
+import Synchronization
+
+/// A real `sync-relay` on 127.0.0.1 with a database in a test's own directory: started on a free port
+/// (restarted on the same one), with its administration commands at hand.
+public final class RelayProcess: Sendable {
+    public let directory: TemporaryDirectory
+    public let database: String
+    private let state = Mutex(State())
+
+    private struct State {
+        var process: Subprocess?
+        var port = 0
+        var scheme = "http"
+        var previousLogs = ""
+    }
+
+    public init(_ label: String = "r") throws {
+        directory = try TemporaryDirectory(label)
+        database = directory.file("relay.sqlite")
+    }
+
+    public var port: Int { state.withLock { $0.port } }
+    /// `http://127.0.0.1:PORT`, or `https://` when the relay serves TLS.
+    public var url: String { state.withLock { "\($0.scheme)://127.0.0.1:\($0.port)" } }
+    public var process: Subprocess? { state.withLock { $0.process } }
+
+    /// Starts the relay (on the port it had before, after a restart) and waits until it listens.
+    /// `arguments` are added to `serve`; `environment` to the inherited one.
+    public func start(arguments: [String] = [], environment: [String: String] = [:], timeout: Duration = .seconds(30)) async throws {
+        var variables = ProcessInfo.processInfo.environment
+        for (key, value) in environment { variables[key] = value }
+        let port = self.port
+        let process = try Subprocess(
+            Products.path("sync-relay"),
+            ["serve", "--database", database, "--host", "127.0.0.1", "--port", String(port)] + arguments, environment: variables)
+        state.withLock { $0.process = process }
+        let line = try await process.line(startingWith: "sync-relay listening on ", timeout: timeout)
+        guard let chosen = line.split(separator: ":").last.flatMap({ Int($0) }) else {
+            throw SubprocessError.exited(status: -1, stdout: process.stdout, stderr: process.stderr)
+        }
+        state.withLock {
+            $0.port = chosen
+            $0.scheme = line.contains("https://") ? "https" : "http"
+        }
+    }
+
+    /// SIGKILL: no clean-up, nothing flushed that was not durable.
+    public func kill9() async throws {
+        guard let process else { return }
+        try await process.kill9()
+        retire()
+    }
+
+    /// SIGTERM, then waits for the exit; returns the status.
+    @discardableResult
+    public func stop(timeout: Duration = .seconds(20)) async throws -> Int32 {
+        guard let process else { return 0 }
+        kill(process.process.processIdentifier, SIGTERM)
+        let status = try await process.waitForExit(timeout: timeout)
+        retire()
+        return status
+    }
+
+    private func retire() {
+        state.withLock { state in
+            state.previousLogs += state.process?.stderr ?? ""
+            state.process = nil
+        }
+    }
+
+    /// Everything the relay processes logged so far.
+    public var log: String { state.withLock { $0.previousLogs + ($0.process?.stderr ?? "") } }
+
+    /// Runs `sync-relay ARGUMENTS --database <this relay's>` to completion.
+    public func admin(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await Subprocess.run(Products.path("sync-relay"), arguments + ["--database", database], timeout: .seconds(30))
+    }
+
+    /// Creates an account (quota in bytes when given).
+    public func createAccount(_ name: String, quotaBytes: Int? = nil) async throws {
+        let result = try await admin(["account", "create", name] + (quotaBytes.map { ["--quota-bytes", String($0)] } ?? []))
+        guard result.status == 0 else { throw SubprocessError.exited(status: result.status, stdout: result.stdout, stderr: result.stderr) }
+    }
+
+    /// Issues a token and returns it.
+    public func issueToken(_ account: String, node: String? = nil) async throws -> String {
+        let result = try await admin(["token", "issue", account] + (node.map { ["--node", $0] } ?? []))
+        guard result.status == 0, let token = result.stdout.split(separator: "\n").first else {
+            throw SubprocessError.exited(status: result.status, stdout: result.stdout, stderr: result.stderr)
+        }
+        return String(token)
+    }
+
+    /// Issues a token for `account` and writes it to a file in this relay's directory (owner-only).
+    public func tokenFile(_ account: String, node: String? = nil, name: String) async throws -> String {
+        let token = try await issueToken(account, node: node)
+        let path = try directory.write(name, token + "\n")
+        chmod(path, 0o600)
+        return path
+    }
+}

@@ -1,0 +1,324 @@
+import ArgumentParser
+import Foundation
+import LogsyncTestKit
+import LogsyncCore
+import LogsyncRelayTransport
+import LogsyncStore
+import LogsyncTransport
+import Synchronization
+
+/// `logsync-bench relay`: a real `sync-relay` on 127.0.0.1. Durable pushes per second from 64 pushers,
+/// the fan-out of one push to 1,000 waiting long-polls, and commit → visible on another node through the
+/// relay, next to the same through a shared folder in the same run.
+struct RelaySuite: ParsableCommand, BenchmarkSuite {
+    static let configuration = CommandConfiguration(
+        commandName: "relay",
+        abstract: "sync-relay on loopback: durable pushes/s from 64 pushers, long-poll fan-out to 1,000 waiters, node-to-node latency.",
+        discussion: "Starts sync-relay and syncd from the folder of this executable: build every product first (swift build -c release).")
+
+    @OptionGroup var options: SuiteOptions
+
+    static let suite = "relay"
+    /// The account the push and fan-out measurements load; the latency runs use syncd's (LatencySuite.account).
+    static let account = "load"
+    static let pushers = 64
+    static let waiters = 1_000
+
+    func run() throws {
+        let quick = options.quick
+        let pushesPerPusher = quick ? 60 : 300
+        let fanOutRounds = quick ? 3 : 10
+        let latencySamples = quick ? 50 : 200
+        if quick {
+            Report.progress(
+                "--quick: \(pushesPerPusher) pushes per pusher instead of 300, \(fanOutRounds) fan-out rounds instead of 10, "
+                    + "\(latencySamples) latency samples instead of 200")
+        }
+        raiseFileLimit()
+        let syncd = try LatencySuite.locateSyncd()
+        let relayExecutable = URL(fileURLWithPath: syncd).deletingLastPathComponent().path + "/sync-relay"
+        guard FileManager.default.isExecutableFile(atPath: relayExecutable) else {
+            throw BenchError("no sync-relay next to syncd (\(relayExecutable)): build it first (swift build -c release)")
+        }
+        try withTemporaryDirectory { directory in
+            let relay = try BenchRelay(executable: relayExecutable, directory: directory)
+            defer { relay.stop() }
+            Report.progress("relay: sync-relay on \(relay.url), database in \(directory.path); \(ProcessInfo.processInfo.activeProcessorCount) cores")
+
+            let rate = try measurePushes(relay: relay, perPusher: pushesPerPusher)
+            Report.emit(metric("pushes_per_s", rate, unit: "pushes/s", goal: 10_000, .higher, decimals: 0))
+
+            let fanOut = try measureFanOut(relay: relay, rounds: fanOutRounds)
+            Report.progress("  fan-out of one push to \(Self.waiters) long-polls, \(fanOut.count) answers: " + LatencySuite.summary(fanOut, timeouts: 0))
+            Report.emit(metric("longpoll_p50_ms", Stats.percentile(fanOut, 50), unit: "ms", goal: nil, .lower))
+            Report.emit(metric("longpoll_p99_ms", Stats.percentile(fanOut, 99), unit: "ms", goal: 100, .lower))
+
+            let schema = try Schema(json: Data(LatencySuite.schemaJSON.utf8))
+            let tokens = try ["a", "b"].map { name -> String in
+                let path = directory.file("\(name).token")
+                try Data((try relay.admin(["token", "issue", LatencySuite.account]) + "\n").utf8).write(to: URL(fileURLWithPath: path))
+                return path
+            }
+            Report.progress("relay latency: commit on A → visible on B, two syncd through the relay")
+            let throughRelay = try withTemporaryDirectory { nodes in
+                try LatencySuite.measure(directory: nodes, syncd: syncd, schema: schema, samples: latencySamples) { name in
+                    "[relay]\nurl = \"\(relay.url)\"\ntoken_file = \"\(tokens[name == "a" ? 0 : 1])\"\n"
+                }
+            }.map(\.latency)
+            Report.progress("  through the relay: " + LatencySuite.summary(throughRelay, timeouts: 0))
+            Report.progress("folder latency: the same through a local shared folder, for comparison")
+            let throughFolder = try withTemporaryDirectory { nodes in
+                try LatencySuite.measure(directory: nodes, syncd: syncd, schema: schema, samples: latencySamples)
+            }.map(\.latency)
+            Report.progress("  through the folder: " + LatencySuite.summary(throughFolder, timeouts: 0))
+            Report.emit(metric("relay_p50_ms", Stats.percentile(throughRelay, 50), unit: "ms", goal: 10, .lower))
+            Report.emit(metric("relay_p99_ms", Stats.percentile(throughRelay, 99), unit: "ms", goal: 50, .lower))
+            Report.emit(metric("folder_p50_ms", Stats.percentile(throughFolder, 50), unit: "ms", goal: 5, .lower))
+            Report.emit(metric("folder_p99_ms", Stats.percentile(throughFolder, 99), unit: "ms", goal: 15, .lower))
+        }
+    }
+
+    /// 64 threads, each a node with its own connection, pushing small one-transaction segments as fast as
+    /// acknowledgements come back. Every acknowledgement is durable (fsynced, shared by a group commit).
+    func measurePushes(relay: BenchRelay, perPusher: Int) throws -> Double {
+        let token = try relay.admin(["token", "issue", Self.account])
+        Report.progress("pushes: \(Self.pushers) pushers × \(perPusher) one-transaction segments, durable acknowledgements")
+        let prepared: [(NodeID, [[UInt8]])] = try (0..<Self.pushers).map { _ in
+            let node = NodeID(UUID().uuidString.lowercased())
+            let segments = try (1...perPusher).map { sequence in
+                try SegmentEncoder.encode(
+                    schemaVersion: 1, account: Self.account, node: node,
+                    transactions: [NoteFixture.transaction(sequence: UInt64(sequence))])
+            }
+            return (node, segments)
+        }
+        let failures = Mutex<[String]>([])
+        let done = DispatchGroup()
+        let relayCPUBefore = relay.cpuSeconds()
+        let benchCPUBefore = Self.ownCPUSeconds()
+        let started = ContinuousClock.now
+        for (node, segments) in prepared {
+            done.enter()
+            Thread.detachNewThread {
+                defer { done.leave() }
+                let transport = RelayTransport(settings: RelayClientSettings(url: relay.url, account: Self.account, token: token), node: node)
+                for (index, bytes) in segments.enumerated() {
+                    let sequence = UInt64(index + 1)
+                    do {
+                        try transport.publish(SegmentName(node: node, firstSequence: sequence, lastSequence: sequence), bytes: bytes)
+                    } catch {
+                        failures.withLock { $0.append("\(error)") }
+                        return
+                    }
+                }
+            }
+        }
+        done.wait()
+        let elapsed = (ContinuousClock.now - started).inMilliseconds / 1000
+        let relayCPU = relay.cpuSeconds() - relayCPUBefore
+        let benchCPU = Self.ownCPUSeconds() - benchCPUBefore
+        Report.progress(
+            "  CPU meanwhile: sync-relay \(formatted(relayCPU, decimals: 2)) s (\(formatted(relayCPU * 1e6 / Double(Self.pushers * perPusher), decimals: 0)) µs per push), "
+                + "the 64 pushers \(formatted(benchCPU, decimals: 2)) s, of \(formatted(elapsed * Double(ProcessInfo.processInfo.activeProcessorCount), decimals: 2)) s of the machine's cores")
+        let failed = failures.withLock { $0 }
+        if !failed.isEmpty { throw BenchError("\(failed.count) pushers failed; the first: \(failed[0])") }
+        let total = Self.pushers * perPusher
+        let metrics = (try? relay.get("/metrics")) ?? ""
+        let commits = metrics.split(separator: "\n").first { $0.hasPrefix("relay_commits_total ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+        Report.progress(
+            "  \(grouped(total)) pushes in \(formatted(elapsed, decimals: 2)) s: \(grouped(Int(Double(total) / elapsed)))/s; "
+                + "\(grouped(Int(commits))) commits so far (\(formatted(commits > 0 ? Double(total) / commits : 0, decimals: 1)) pushes per fsync)")
+        return Double(total) / elapsed
+    }
+
+    /// Rounds of: 1,000 long-polls waiting on their own connections, one push, and the time from sending
+    /// the push to each long-poll's answer arriving (all read with poll(2) on one thread).
+    func measureFanOut(relay: BenchRelay, rounds: Int) throws -> [Double] {
+        let token = try relay.admin(["token", "issue", Self.account])
+        let node = NodeID(UUID().uuidString.lowercased())
+        Report.progress("fan-out: \(rounds) rounds of \(Self.waiters) waiting long-polls woken by one push")
+        var latencies: [Double] = []
+        for round in 1...rounds {
+            let cursor = try relay.latestArrival(token: token)
+            var sockets: [Int32] = []
+            defer { for socket in sockets { close(socket) } }
+            for _ in 0..<Self.waiters {
+                let socket = try BenchRelay.connect(port: relay.port)
+                sockets.append(socket)
+                let request = "GET /v1/accounts/\(Self.account)/segments?after=\(cursor)&wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                try BenchRelay.send(socket, Array(request.utf8))
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline {
+                if (try? relay.get("/metrics"))?.contains("relay_waiting_polls \(Self.waiters)\n") == true { break }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            let bytes = try SegmentEncoder.encode(
+                schemaVersion: 1, account: Self.account, node: node, transactions: [NoteFixture.transaction(sequence: UInt64(round))])
+            let pushSocket = try BenchRelay.connect(port: relay.port)
+            defer { close(pushSocket) }
+            let push = "PUT /v1/accounts/\(Self.account)/nodes/\(node)/segments/\(round)-\(round) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: \(bytes.count)\r\n\r\n"
+            let sent = ContinuousClock.now
+            try BenchRelay.send(pushSocket, Array(push.utf8) + bytes)
+            var pending = Set(sockets.indices)
+            var descriptors = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            while !pending.isEmpty, ContinuousClock.now < sent + .seconds(30) {
+                guard poll(&descriptors, nfds_t(descriptors.count), 1_000) > 0 else { continue }
+                let now = ContinuousClock.now
+                for index in pending where descriptors[index].revents != 0 {
+                    latencies.append((now - sent).inMilliseconds)
+                    pending.remove(index)
+                    descriptors[index].events = 0
+                    descriptors[index].fd = -1
+                }
+            }
+            if !pending.isEmpty { throw BenchError("\(pending.count) of \(Self.waiters) long-polls did not answer within 30 s of the push") }
+            Report.progress("  round \(round): all \(Self.waiters) answered; the last \(formatted(latencies.suffix(Self.waiters).max()!, decimals: 1)) ms after the push")
+        }
+        return latencies
+    }
+
+    /// User and system CPU time of this process so far.
+    static func ownCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    func raiseFileLimit() {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 8_192 {
+            limit.rlim_cur = min(8_192, limit.rlim_max)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+    }
+}
+
+/// A `sync-relay` this run started, with an account and the administration commands.
+final class BenchRelay: Sendable {
+    let executable: String
+    let database: String
+    let process: Process
+    let port: Int
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    init(executable: String, directory: TemporaryDirectory) throws {
+        self.executable = executable
+        database = directory.file("relay.sqlite")
+        for account in [RelaySuite.account, LatencySuite.account] {
+            let create = Process()
+            create.executableURL = URL(fileURLWithPath: executable)
+            create.arguments = ["account", "create", account, "--database", database]
+            create.standardOutput = FileHandle.nullDevice
+            try create.run()
+            create.waitUntilExit()
+        }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--database", database, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        // The first line says where it listens.
+        var line = ""
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !line.hasSuffix("\n"), ContinuousClock.now < deadline {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty { break }
+            line += String(decoding: byte, as: UTF8.self)
+        }
+        guard let port = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) else {
+            process.terminate()
+            throw BenchError("sync-relay did not say where it listens: \(line)")
+        }
+        self.port = port
+    }
+
+    /// User and system CPU time the relay process has used so far (from /proc).
+    func cpuSeconds() -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return 0 }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the name: state is field 3, utime and stime are fields 14 and 15 (1-based, in clock ticks).
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// Runs `sync-relay ARGUMENTS --database …` and returns the first line it printed.
+    func admin(_ arguments: [String]) throws -> String {
+        let command = Process()
+        command.executableURL = URL(fileURLWithPath: executable)
+        command.arguments = arguments + ["--database", database]
+        let output = Pipe()
+        command.standardOutput = output
+        command.standardError = FileHandle.nullDevice
+        try command.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        command.waitUntilExit()
+        guard command.terminationStatus == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
+    }
+
+    /// GET `path` on a connection of its own; the body.
+    func get(_ path: String, token: String? = nil) throws -> String {
+        let socket = try Self.connect(port: port)
+        defer { close(socket) }
+        let auth = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
+        try Self.send(socket, Array("GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\(auth)\r\n".utf8))
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            if count <= 0 { break }
+            answer.append(contentsOf: buffer[0..<count])
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        return text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+    }
+
+    func latestArrival(token: String) throws -> UInt64 {
+        let body = try get("/v1/accounts/\(RelaySuite.account)/nodes", token: token)
+        guard let object = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], let cursor = object["cursor"] as? Int else {
+            throw BenchError("the relay's nodes answer has no cursor: \(body)")
+        }
+        return UInt64(cursor)
+    }
+
+    static func connect(port: Int) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw BenchError("socket: errno \(errno)") }
+        var time = timeval(tv_sec: 35, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &time, socklen_t(MemoryLayout<timeval>.size))
+        var noDelay: Int32 = 1
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(descriptor)
+            throw BenchError("connect to 127.0.0.1:\(port): errno \(errno)")
+        }
+        return descriptor
+    }
+
+    static func send(_ descriptor: Int32, _ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw BenchError("send: errno \(errno)") }
+            offset += written
+        }
+    }
+}

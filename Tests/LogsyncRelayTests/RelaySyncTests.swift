@@ -1,0 +1,115 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// Folders and notes, as the multi-node relay tests write them.
+let relayTestSchema = Schema(version: 1, entities: [
+    Entity("Folder", attributes: [Attribute("name", .text)]),
+    Entity("Note", attributes: [Attribute("title", .text), Attribute("rank", .integer)]),
+])
+
+func note(_ title: String) -> [String: DatabaseValue] {
+    ["id": .text(UUID().uuidString.lowercased()), "title": .text(title), "rank": 1]
+}
+
+/// Real `syncd` processes syncing through a real `sync-relay` on 127.0.0.1 (the cluster's shared folder
+/// is configured but unused: `[relay]` replaces it).
+@Suite(.serialized) struct RelaySyncTests {
+    /// The `[relay]` lines for a node with its own token file.
+    static func relayLines(_ relay: RelayProcess, account: String, node: String) async throws -> [String] {
+        let tokenFile = try await relay.tokenFile(account, name: "\(node).token")
+        return ["", "[relay]", "url = \"\(relay.url)\"", "token_file = \"\(tokenFile)\"", "long_poll_s = 5"]
+    }
+
+    @Test func threeNodesConvergeThroughTheRelay() async throws {
+        let relay = try RelayProcess()
+        try await relay.createAccount("test")
+        try await relay.start()
+        let cluster = try SyncdCluster("relay3", schema: relayTestSchema)
+        var nodes: [SyncdNode] = []
+        for name in ["a", "b", "c"] {
+            nodes.append(try cluster.addNode(name, rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "test", node: name)))
+        }
+        for node in nodes { try await node.start() }
+        defer { for node in nodes { node.process?.process.terminate() } }
+        for node in nodes {
+            try node.openStore().write(author: node.name) { tx in
+                for i in 0..<5 { try tx.insert("Note", note("\(node.name)\(i)")) }
+            }
+        }
+        // No trigger: the commit wakes the writer's daemon, the relay's long-poll wakes the others.
+        let tables = try await cluster.awaitConvergence(timeout: .seconds(30))
+        #expect(tables["Note"]?.count == 15)
+        let a = try nodes[0].openStore()
+        for other in nodes.dropFirst() {
+            #expect(try a.history(filter: HistoryFilter(origins: [.remote(other.nodeID!)])).count == 1, "each transaction imported once")
+        }
+        let status = try await nodes[1].status()
+        let contact = try #require(status["relay"] as? [String: Any], "syncctl status names the relay")
+        #expect(contact["url"] as? String == relay.url)
+        #expect((contact["last_answer"] as? String)?.hasPrefix("200") == true, "\(contact)")
+        let text = try await nodes[1].syncctl(["status"])
+        #expect(text.stdout.contains("relay      \(relay.url)"))
+        for node in nodes { #expect(try await node.stop() == 0, "clean exit on SIGTERM:\n\(node.log)") }
+        #expect(try await relay.stop() == 0)
+    }
+
+    @Test func relayKilledMidPushThenRestarted() async throws {
+        let relay = try RelayProcess()
+        try await relay.createAccount("test")
+        // The relay kills itself with SIGKILL inside the first commit: a push in flight, never acknowledged.
+        try await relay.start(environment: ["LOGSYNC_RELAY_FAULT": "before-commit"])
+        let cluster = try SyncdCluster("relaykill", schema: relayTestSchema)
+        var nodes: [SyncdNode] = []
+        for name in ["a", "b", "c"] {
+            nodes.append(try cluster.addNode(name, rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "test", node: name)))
+        }
+        for node in nodes { try await node.start() }
+        defer { for node in nodes { node.process?.process.terminate() } }
+        for i in 0..<3 {
+            try nodes[0].openStore().write(author: "a") { tx in
+                try tx.insert("Note", note("a\(i)x"))
+                try tx.insert("Note", note("a\(i)y"))
+            }
+        }
+        let process = try #require(relay.process)
+        let status = try await process.waitForExit(timeout: .seconds(30))
+        #expect(status == 9, "the fault point killed the relay mid-push:\n\(relay.log)")
+        try await relay.kill9()
+        // Writes while the relay is down are kept and pushed once it is back.
+        try nodes[1].openStore().write(author: "b") { tx in try tx.insert("Note", note("b while down")) }
+        try await relay.start()
+        let tables = try await cluster.awaitConvergence(timeout: .seconds(60))
+        #expect(tables["Note"]?.count == 7, "nothing lost")
+        for node in nodes.dropFirst() {
+            #expect(try node.openStore().history(filter: HistoryFilter(origins: [.remote(nodes[0].nodeID!)])).count == 3, "each of a's transactions applied once on \(node.name)")
+            #expect(try node.openStore().quarantined().isEmpty)
+        }
+        for node in nodes { #expect(try await node.stop() == 0) }
+        try await relay.stop()
+    }
+
+    @Test func refusedTokenIsReportedAndNotRetriedBlindly() async throws {
+        let relay = try RelayProcess()
+        try await relay.createAccount("test")
+        try await relay.start()
+        let cluster = try SyncdCluster("relayrefuse", schema: relayTestSchema)
+        let tokenFile = try relay.directory.write("bad.token", "lsr1_000000000000_" + String(repeating: "A", count: 43) + "\n")
+        let a = try cluster.addNode(
+            "a", rescanIntervalMilliseconds: 60_000, extra: ["", "[relay]", "url = \"\(relay.url)\"", "token_file = \"\(tokenFile)\""])
+        try await a.start()
+        defer { a.process?.process.terminate() }
+        try a.openStore().write(author: "a") { tx in try tx.insert("Note", note("refused")) }
+        let contact = try await eventually(within: .seconds(20), "status shows the refusal") { () -> [String: Any]? in
+            let relay = try await a.status()["relay"] as? [String: Any]
+            return (relay?["last_refusal"] as? String)?.contains("401") == true ? relay : nil
+        }
+        #expect((contact["last_refusal"] as? String)?.contains("unauthorized") == true, "\(contact)")
+        let pulled = try await relay.admin(["account", "list", "--json"])
+        #expect(pulled.stdout.contains("\"segments\" : 0"), "nothing stored: \(pulled.stdout)")
+        try await a.stop()
+        try await relay.stop()
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+@testable import LogsyncRelay
+import LogsyncTestKit
+import Testing
+
+/// The relay's parts without a process: ids, tokens, the long-poll board, the storage.
+@Suite struct RelayUnitTests {
+    @Test func rangesAreStrictDecimal() {
+        #expect(RelayNames.parseRange("1-1")! == (1, 1))
+        #expect(RelayNames.parseRange("7-18446744073709551615")! == (7, UInt64.max))
+        for bad in ["", "-", "1-", "-1", "0-1", "2-1", "01-2", "1-02", "+1-2", "1-2-3", "1 -2", "a-b", "18446744073709551616-18446744073709551616", "1-2\u{0}"] {
+            #expect(RelayNames.parseRange(bad) == nil, "\(bad.debugDescription)")
+        }
+    }
+
+    @Test func idsAreChecked() {
+        #expect(RelayNames.accountProblem("alice-1.work_2") == nil)
+        for bad in ["", ".", "..", ".hidden", "a/b", "a%2Fb", "a\u{0}b", "é", String(repeating: "a", count: 129)] {
+            #expect(RelayNames.accountProblem(bad) != nil, "\(bad.debugDescription)")
+        }
+        #expect(RelayNames.nodeProblem(UUID().uuidString.lowercased()) == nil)
+        #expect(RelayNames.nodeProblem(UUID().uuidString) != nil, "upper case is not a node id")
+        #expect(RelayNames.quoted("a\u{0}b\n") == "\"a\\u{0}b\\u{a}\"", "control characters never reach a log line raw")
+    }
+
+    @Test func tokensRoundTripAndAreUnique() {
+        let (id, token, digest) = Tokens.generate()
+        let parsed = try! #require(Tokens.parse(token))
+        #expect(parsed.id == id)
+        #expect(Tokens.digest(parsed.secret) == digest)
+        #expect(token.hasPrefix("lsr1_") && token.utf8.count == 5 + 12 + 1 + 43)
+        #expect(Tokens.parse(token + "x") == nil && Tokens.parse("lsr1_" + id) == nil && Tokens.parse("Bearer " + token) == nil)
+        #expect(Set((0..<200).map { _ in Tokens.generate().token }).count == 200)
+        #expect(Tokens.constantTimeEqual([1, 2, 3], [1, 2, 3]) && !Tokens.constantTimeEqual([1, 2, 3], [1, 2, 4]) && !Tokens.constantTimeEqual([1], [1, 2]))
+    }
+
+    @Test func boardWakesTimesOutAndIsBounded() async throws {
+        let board = ArrivalBoard(maximumWaiters: 2)
+        // Already announced past the cursor: no wait at all.
+        board.announce(account: "a", arrival: 5)
+        #expect(try await board.wait(account: "a", after: 4, timeout: .seconds(10)))
+        // Woken by a later announcement.
+        let waiting = Task { try await board.wait(account: "a", after: 5, timeout: .seconds(10)) }
+        try await eventually(within: .seconds(5), "the waiter registers") { board.waiting == 1 }
+        board.announce(account: "b", arrival: 9)
+        #expect(board.waiting == 1, "another account's arrival wakes nobody here")
+        board.announce(account: "a", arrival: 6)
+        #expect(try await waiting.value)
+        #expect(board.waiting == 0)
+        // Times out with false.
+        let started = ContinuousClock.now
+        #expect(try await !board.wait(account: "a", after: 6, timeout: .milliseconds(50)))
+        #expect(ContinuousClock.now - started < .seconds(5))
+        // Bounded: a third waiter is refused with busy.
+        let first = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(10)) }
+        let second = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(10)) }
+        try await eventually(within: .seconds(5), "two waiters register") { board.waiting == 2 }
+        await #expect(throws: RelayError.self) { try await board.wait(account: "c", after: 0, timeout: .seconds(1)) }
+        // Cancelled waiters leave.
+        first.cancel()
+        second.cancel()
+        #expect(try await !first.value)
+        #expect(try await !second.value)
+        #expect(board.waiting == 0)
+    }
+
+    @Test func storageGroupsCommitsAndRefusesConflicts() async throws {
+        let directory = try TemporaryDirectory("relaystore")
+        let storage = try SQLiteRelayStorage(path: directory.file("relay.sqlite"))
+        defer { storage.close() }
+        try storage.createAccount("acct", quotaBytes: nil)
+        #expect(throws: RelayError.self) { try storage.createAccount("acct", quotaBytes: nil) }
+        let node = SegmentFixtures.nodeID()
+        // 200 concurrent pushes of distinct segments: all stored, in fewer commits than pushes.
+        try await withThrowingTaskGroup(of: PushOutcome.self) { group in
+            for sequence in UInt64(1)...200 {
+                let bytes = try SegmentFixtures.segment(account: "acct", node: node, first: sequence, last: sequence)
+                group.addTask {
+                    try await storage.push(
+                        SegmentPush(account: "acct", node: .init(node), firstSequence: sequence, lastSequence: sequence, bytes: bytes, defaultQuotaBytes: 1 << 30))
+                }
+            }
+            var stored = 0
+            for try await outcome in group { if case .stored = outcome { stored += 1 } }
+            #expect(stored == 200)
+        }
+        let statistics = try #require(storage.writerStatistics)
+        print("200 concurrent pushes in \(statistics.commits) commits")
+        #expect(statistics.pushes == 200 && statistics.commits < 200, "pushes share commits")
+        #expect(try storage.latestArrival(account: "acct") == 200)
+        let page = try storage.pull(account: "acct", after: 0, limit: 1_000, maximumBytes: 1 << 30)
+        #expect(page.segments.count == 200 && page.cursor == 200 && !page.more)
+        #expect(Set(page.segments.map(\.arrival)) == Set(1...200), "arrivals are dense and unique")
+        // Same bytes: duplicate; other bytes: conflict.
+        let again = page.segments.first { $0.firstSequence == 7 }!
+        #expect(try await storage.push(SegmentPush(account: "acct", node: .init(node), firstSequence: 7, lastSequence: 7, bytes: again.bytes, defaultQuotaBytes: 1 << 30)) == .duplicate(arrival: again.arrival))
+        await #expect(throws: RelayError.self) {
+            try await storage.push(SegmentPush(account: "acct", node: .init(node), firstSequence: 7, lastSequence: 7, bytes: again.bytes + [0], defaultQuotaBytes: 1 << 30))
+        }
+        // Deleted and created again: the arrivals go on from where they were, so a node holding a cursor of
+        // the old account still sees the new account's first segment.
+        try storage.deleteAccount("acct")
+        try storage.createAccount("acct", quotaBytes: nil)
+        let fresh = try SegmentFixtures.segment(account: "acct", node: node, first: 1, last: 1)
+        #expect(try await storage.push(SegmentPush(account: "acct", node: .init(node), firstSequence: 1, lastSequence: 1, bytes: fresh, defaultQuotaBytes: 1 << 30)) == .stored(arrival: 201))
+        #expect(try storage.pull(account: "acct", after: 200, limit: 10, maximumBytes: 1 << 20).segments.count == 1)
+        // Tokens: issued, authenticated, revoked.
+        let (info, token) = try storage.issueToken(account: "acct", node: nil)
+        #expect(try storage.authenticate(token)?.account == "acct")
+        try storage.revokeToken(id: info.id)
+        #expect(try storage.authenticate(token) == nil)
+    }
+}
