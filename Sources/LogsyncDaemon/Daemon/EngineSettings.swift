@@ -10,3 +10,12 @@ extension DaemonConfiguration {
             batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds))
     }
 }
+
+extension SyncConfiguration {
+    /// The same settings for another account's store.
+    func `for`(_ account: String) -> SyncConfiguration {
+        var settings = self
+        settings.account = account
+        return settings
+    }
+}

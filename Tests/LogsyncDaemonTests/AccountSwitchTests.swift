@@ -1,0 +1,136 @@
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// Writes one note to the store a node has active now.
+func add(_ title: String, to node: SyncdNode) throws {
+    try node.withActiveStore { store in try store.write(author: node.name) { try $0.insert("Note", note(title)) } }
+}
+
+/// The titles of the notes in a node's active store.
+func titles(_ node: SyncdNode) throws -> Set<String> {
+    try node.withActiveStore { store in
+        Set(try store.read("SELECT title FROM Note").compactMap { row -> String? in
+            if case .text(let title) = row[0] { return title }
+            return nil
+        })
+    }
+}
+
+/// How many history transactions a node's active store holds.
+func transactionCount(_ node: SyncdNode) throws -> Int {
+    try node.withActiveStore { store in try store.history(after: .zero, limit: 1_000_000).count }
+}
+
+/// Waits until a node's active store holds exactly `expected` (triggering its rounds meanwhile).
+func awaitTitles(_ node: SyncdNode, _ expected: Set<String>, within timeout: Duration = .seconds(30)) async throws {
+    try await eventually(within: timeout, every: .milliseconds(50), "\(node.name) holds \(expected.sorted()); it holds \((try? titles(node))?.sorted() ?? []); log:\n\(node.log)") {
+        _ = try? await node.syncctl(["trigger", "--timeout", "5"])
+        return try titles(node) == expected
+    }
+}
+
+/// `syncctl account status --json` of a node.
+func accountStatus(_ node: SyncdNode) async throws -> [String: Any] {
+    let result = try await node.syncctl(["account", "status", "--json"])
+    guard result.status == 0, let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+        throw SubprocessError.exited(status: result.status, stdout: result.stdout, stderr: result.stderr)
+    }
+    return object
+}
+
+/// Nodes a and b on account x, c on account y, all started.
+func accountCluster(_ label: String) async throws -> (cluster: SyncdCluster, a: SyncdNode, b: SyncdNode, c: SyncdNode) {
+    let cluster = try cluster(label)
+    let a = try cluster.addNode("a", account: "x"), b = try cluster.addNode("b", account: "x"), c = try cluster.addNode("c", account: "y")
+    for node in [a, b, c] { try await node.start() }
+    return (cluster, a, b, c)
+}
+
+/// Ends the daemons a test started.
+func terminate(_ cluster: SyncdCluster) {
+    for node in cluster.nodes { node.process?.process.terminate() }
+}
+
+@Suite("account switch with real syncd processes", .serialized)
+struct AccountSwitchTests {
+    @Test("A switches from X to Y and back: each time exactly that account's data, rebuilt from its logs; what A wrote just before reaches the old account's nodes")
+    func switchAndBack() async throws {
+        let (cluster, a, b, c) = try await accountCluster("acct")
+        defer { terminate(cluster) }
+        try add("x from a", to: a)
+        try add("x from b", to: b)
+        try add("y from c", to: c)
+        try await awaitTitles(a, ["x from a", "x from b"])
+        try await awaitTitles(b, ["x from a", "x from b"])
+
+        try add("x from a just before the switch", to: a)
+        let toY = try await a.syncctl(["account", "switch", "y"])
+        #expect(toY.status == 0, "\(toY.stderr)\n\(a.log)")
+        #expect(try titles(a) == ["y from c"], "A holds exactly Y's data")
+        let xStore = a.storePath
+        #expect(try a.activeStorePath() != xStore)
+        try await awaitTitles(b, ["x from a", "x from b", "x from a just before the switch"])
+        // Everything in X's old store was shipped and nobody holds it: it is gone.
+        try await eventually(within: .seconds(10), "A's retired store of X is deleted") { !FileManager.default.fileExists(atPath: xStore) }
+
+        try add("y from a", to: a)
+        try await awaitTitles(c, ["y from c", "y from a"])
+        try add("y from a just before switching back", to: a)
+        let toX = try await a.syncctl(["account", "switch", "x", "--json"])
+        #expect(toX.status == 0, "\(toX.stderr)\n\(a.log)")
+        #expect(try titles(a) == ["x from a", "x from b", "x from a just before the switch"], "A holds exactly X's data, rebuilt from X's logs")
+        try await awaitTitles(c, ["y from c", "y from a", "y from a just before switching back"])
+        // Rebuilt from logs: every transaction of X once, as on B, which never left X.
+        try await awaitTitles(b, ["x from a", "x from b", "x from a just before the switch"])
+        #expect(try transactionCount(a) == transactionCount(b))
+
+        let status = try await accountStatus(a)
+        #expect(status["active"] as? String == "x")
+        #expect(status["switching"] == nil)
+        let list = try await a.syncctl(["account", "list"])
+        #expect(list.status == 0 && list.stdout.contains("active") && list.stdout.contains("x"), "\(list.stdout)")
+        // The status of syncd carries the account state too.
+        let full = try await a.status()
+        #expect(full["account"] as? String == "x")
+        #expect((full["accounts"] as? [String: Any])?["store"] as? String == (try a.activeStorePath()))
+    }
+
+    @Test("a switch while the old account's folder is unreachable keeps its unshipped changes and ships them once it is back")
+    func offlineSwitchKeepsChanges() async throws {
+        let (cluster, a, b, c) = try await accountCluster("offline")
+        defer { terminate(cluster) }
+        try add("x shipped", to: a)
+        try add("y from c", to: c)
+        try await awaitTitles(b, ["x shipped"])
+
+        // A's folder in X becomes unusable: nothing A writes can be published there.
+        let folder = cluster.shared + "/x/" + (try #require(a.nodeID))
+        try FileManager.default.moveItem(atPath: folder, toPath: cluster.shared + "/x-aside")
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: folder))
+        try add("x written offline", to: a)
+        let xStore = a.storePath
+        a.closeStore()
+
+        let switched = try await a.syncctl(["account", "switch", "y"])
+        #expect(switched.status == 0, "\(switched.stderr)\n\(a.log)")
+        #expect(try titles(a) == ["y from c"])
+        let retained = try #require((try await accountStatus(a))["retained"] as? [[String: Any]])
+        #expect(retained.count == 1 && retained.first?["path"] as? String == xStore, "\(retained)")
+        #expect((retained.first?["reason"] as? String)?.contains("not yet shipped") == true, "\(retained)")
+        #expect(FileManager.default.fileExists(atPath: xStore), "a store with unshipped changes is never deleted")
+        #expect(try !titles(b).contains("x written offline"))
+
+        // The folder comes back: the retained store ships, then goes.
+        try FileManager.default.removeItem(atPath: folder)
+        try FileManager.default.moveItem(atPath: cluster.shared + "/x-aside", toPath: folder)
+        try await awaitTitles(b, ["x shipped", "x written offline"])
+        try await eventually(within: .seconds(20), every: .milliseconds(50), "the retained store is shipped and deleted; log:\n\(a.log)") {
+            let status = try await accountStatus(a)
+            return (status["retained"] as? [Any])?.isEmpty == true && !FileManager.default.fileExists(atPath: xStore)
+        }
+    }
+}
