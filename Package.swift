@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
         .target(name: "LogsyncPlatform"),
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
-        .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncStore"]),
+        .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
