@@ -133,4 +133,40 @@ struct AccountSwitchTests {
             return (status["retained"] as? [Any])?.isEmpty == true && !FileManager.default.fileExists(atPath: xStore)
         }
     }
+
+    @Test("logout keeps the data as the local store, or starts it empty; the local store does not sync; logging in again rebuilds from the logs")
+    func logoutKeepAndRemove() async throws {
+        let (cluster, a, b, _) = try await accountCluster("logout")
+        defer { terminate(cluster) }
+        try add("x from a", to: a)
+        try add("x from b", to: b)
+        try await awaitTitles(a, ["x from a", "x from b"])
+
+        let kept = try await a.syncctl(["account", "logout"])
+        #expect(kept.status == 0, "\(kept.stderr)\n\(a.log)")
+        #expect(try titles(a) == ["x from a", "x from b"], "--keep: the local store is a copy of the account's data")
+        #expect((try await accountStatus(a))["active"] == nil)
+        let trigger = try await a.syncctl(["trigger"])
+        #expect(trigger.status == 1 && trigger.stderr.contains("no account is active"), "\(trigger.stderr)")
+        try add("local only", to: a)
+
+        #expect(try await a.syncctl(["account", "switch", "x"]).status == 0)
+        #expect(try titles(a) == ["x from a", "x from b"], "logging in builds the account's store from its logs; local data stays local")
+        try add("x from a after login", to: a)
+        try await awaitTitles(b, ["x from a", "x from b", "x from a after login"])
+
+        let removed = try await a.syncctl(["account", "logout", "--remove"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(try titles(a).isEmpty, "--remove: the local store starts empty")
+        let list = try await a.syncctl(["account", "list", "--json"])
+        let stores = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(stores.first?["role"] as? String == "active" && stores.first?["account"] == nil, "\(stores)")
+        // Everything shipped and let go of: the account's store and the previous local store are gone.
+        try await eventually(within: .seconds(20), every: .milliseconds(50), "only the new local store is left; log:\n\(a.log)") {
+            try FileManager.default.contentsOfDirectory(atPath: a.accountStores.folder).filter { $0.hasSuffix(".sqlite") } == [
+                URL(fileURLWithPath: try a.activeStorePath()).lastPathComponent
+            ]
+        }
+        #expect(try !titles(b).contains("local only"))
+    }
 }
