@@ -332,14 +332,13 @@ extension SyncDaemon {
             if let account = pending.to.account {
                 let transport = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: NodeID(store.nodeID))
                 let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
-                while !switchCancellation.isCancelled {
-                    let report = try engine.sync(cancellation: switchCancellation)
+                let before = switchProgress.withLock { ($0.appliedTransactions, $0.appliedSegments) }
+                try engine.rebuild(cancellation: switchCancellation) { totals in
                     let (transactions, segments) = switchProgress.withLock { run in
-                        run.appliedTransactions += report.appliedTransactions
-                        run.appliedSegments += report.applied.count
+                        run.appliedTransactions = before.0 + totals.transactions
+                        run.appliedSegments = before.1 + totals.segments
                         return (run.appliedTransactions, run.appliedSegments)
                     }
-                    if report.applied.isEmpty { break }
                     logger.info(
                         "rebuilding the store of account \(account): \(transactions) transaction(s) from \(segments) segment(s) applied",
                         metadata: ["message_id": "\(MessageID.accountSwitch)"])
