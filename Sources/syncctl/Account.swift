@@ -27,7 +27,7 @@ struct Account: ParsableCommand {
             try connection.show(.accountSwitch, timeoutMilliseconds: Int(timeout * 1000), account: id, wait: timeout + 5) { response in
                 guard let accounts = response.accounts else { return }
                 if response.ok { print("switched to account \(id): the store is \(accounts.store)") }
-                describe(accounts).forEach { print($0) }
+                describe(accounts).dropFirst(response.ok ? 1 : 0).forEach { print($0) }
             }
         }
     }
@@ -45,7 +45,7 @@ struct Account: ParsableCommand {
             try connection.show(.accountLogout, timeoutMilliseconds: Int(timeout * 1000), logout: data.rawValue, wait: timeout + 5) { response in
                 guard let accounts = response.accounts else { return }
                 if response.ok { print("logged out: the local store is \(accounts.store)") }
-                describe(accounts).forEach { print($0) }
+                describe(accounts).dropFirst(response.ok ? 1 : 0).forEach { print($0) }
             }
         }
     }

@@ -67,12 +67,29 @@ struct AccountSwitchTests {
         try await awaitTitles(a, ["x from a", "x from b"])
         try await awaitTitles(b, ["x from a", "x from b"])
 
+        // A watch that asks for account events gets them; one that does not (an older client) never does.
+        let watch = try Subprocess(Products.path("syncctl"), ["watch", "--json", "--socket", a.socketPath])
+        defer { watch.process.terminate() }
+        let older = try UnixSocket.connect(to: a.socketPath)
+        try older.write(Array(#"{"v": 1, "id": 1, "command": "watch"}"#.utf8) + [10])
+        try await eventually(within: .seconds(10), "syncctl watch is subscribed") {
+            try await a.syncctl(["trigger"]).status == 0 && watch.stdout.contains("sync_finished")
+        }
+
         try add("x from a just before the switch", to: a)
         let toY = try await a.syncctl(["account", "switch", "y"])
         #expect(toY.status == 0, "\(toY.stderr)\n\(a.log)")
         #expect(try titles(a) == ["y from c"], "A holds exactly Y's data")
         let xStore = a.storePath
         #expect(try a.activeStorePath() != xStore)
+        _ = try await watch.line(containing: "stores_did_change")
+        #expect(watch.stdout.contains("stores_will_change"), "\(watch.stdout)")
+        older.setReceiveTimeout(milliseconds: 300)
+        var olderReader = LineReader(older)
+        var olderLines: [String] = []
+        while let line = try? olderReader.next() { olderLines.append(String(decoding: line, as: UTF8.self)) }
+        #expect(olderLines.contains { $0.contains("sync_finished") }, "the older watch client still gets events: \(olderLines)")
+        #expect(!olderLines.contains { $0.contains("stores_") || $0.contains("switch_progress") }, "\(olderLines)")
         try await awaitTitles(b, ["x from a", "x from b", "x from a just before the switch"])
         // Everything in X's old store was shipped and nobody holds it: it is gone.
         try await eventually(within: .seconds(10), "A's retired store of X is deleted") { !FileManager.default.fileExists(atPath: xStore) }
