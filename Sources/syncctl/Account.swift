@@ -87,7 +87,9 @@ func describe(_ accounts: AccountReport) -> [String] {
     var lines = ["active     \(accounts.active.map { "account \($0)" } ?? "the local store (logged out)") — \(accounts.store)"]
     if let run = accounts.switching {
         var line = "switching  \(run.from ?? "(local)") → \(run.to ?? "(local)"), step \(run.step), since \(UTCTime.iso8601(milliseconds: run.startedAt))"
-        if run.appliedTransactions > 0 { line += ", \(run.appliedTransactions) transactions from \(run.appliedSegments) segments applied" }
+        if run.appliedTransactions > 0 || run.availableTransactions != nil {
+            line += ", \(run.appliedTransactions)\(run.availableTransactions.map { " of \($0)" } ?? "") transactions applied"
+        }
         lines.append(line)
         if let waiting = run.waiting { lines.append("  \(waiting)") }
     }

@@ -404,21 +404,28 @@ public struct SwitchProgress: Codable, Sendable, Equatable {
     /// While building: transactions and segments applied to the new store so far.
     public var appliedTransactions: Int
     public var appliedSegments: Int
+    /// While building: how many transactions the new account's logs hold (what "done" is).
+    public var availableTransactions: Int?
     /// Why the switch waits or retries, when it does.
     public var waiting: String?
 
-    public init(from: String?, to: String?, step: String, startedAt: Int64, appliedTransactions: Int, appliedSegments: Int, waiting: String? = nil) {
+    public init(
+        from: String?, to: String?, step: String, startedAt: Int64, appliedTransactions: Int, appliedSegments: Int, availableTransactions: Int? = nil,
+        waiting: String? = nil
+    ) {
         self.from = from
         self.to = to
         self.step = step
         self.startedAt = startedAt
         self.appliedTransactions = appliedTransactions
         self.appliedSegments = appliedSegments
+        self.availableTransactions = availableTransactions
         self.waiting = waiting
     }
 
     enum CodingKeys: String, CodingKey {
-        case from, to, step, startedAt = "started_at", appliedTransactions = "applied_transactions", appliedSegments = "applied_segments", waiting
+        case from, to, step, startedAt = "started_at", appliedTransactions = "applied_transactions", appliedSegments = "applied_segments"
+        case availableTransactions = "available_transactions", waiting
     }
 }
 

@@ -8,6 +8,7 @@ import LogsyncStore
 import LogsyncSync
 import LogsyncSystemd
 import LogsyncTransport
+import Synchronization
 
 /// The store a daemon syncs, with its account's transport and engine (neither for the local store).
 struct Mounted: Sendable {
@@ -22,8 +23,27 @@ struct SwitchRun: Sendable {
     var running = false
     var appliedTransactions = 0
     var appliedSegments = 0
+    /// While building: how many transactions the new account's folder holds.
+    var availableTransactions: Int?
     /// Why the switch waits or retries.
     var waiting: String?
+}
+
+/// Stops a rebuild's progress thread and waits (bounded) until it has let go of the store.
+final class RebuildWatcher: Sendable {
+    private let finished = Atomic<Bool>(false)
+    private let wakeup = DispatchSemaphore(value: 0)
+    let ended = DispatchSemaphore(value: 0)
+
+    var isFinished: Bool { finished.load(ordering: .acquiring) }
+
+    func sleep(milliseconds: Int) { _ = wakeup.wait(timeout: .now() + .milliseconds(milliseconds)) }
+
+    func finish() {
+        finished.store(true, ordering: .releasing)
+        wakeup.signal()
+        _ = ended.wait(timeout: .now() + 5)
+    }
 }
 
 /// The account switch: a persisted state machine (``AccountState/Step``) run on a thread of its own,
@@ -66,7 +86,8 @@ extension SyncDaemon {
             switching: state.pending.map {
                 SwitchProgress(
                     from: $0.from.account, to: $0.to.account, step: $0.step.rawValue, startedAt: $0.startedAt,
-                    appliedTransactions: run.appliedTransactions, appliedSegments: run.appliedSegments, waiting: run.waiting)
+                    appliedTransactions: run.appliedTransactions, appliedSegments: run.appliedSegments,
+                    availableTransactions: run.availableTransactions, waiting: run.waiting)
             },
             retained: retained, stores: stores + retained)
     }
@@ -332,17 +353,13 @@ extension SyncDaemon {
             if let account = pending.to.account {
                 let transport = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: NodeID(store.nodeID))
                 let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
-                let before = switchProgress.withLock { ($0.appliedTransactions, $0.appliedSegments) }
+                let total = Self.availableTransactions(account: account, root: configuration.sharedFolder, excluding: NodeID(store.nodeID))
+                switchProgress.withLock { $0.availableTransactions = total }
+                let watcher = watchRebuild(of: store, account: account)
+                defer { watcher.finish() }
+                let before = switchProgress.withLock { $0.appliedSegments }
                 try engine.rebuild(cancellation: switchCancellation) { totals in
-                    let (transactions, segments) = switchProgress.withLock { run in
-                        run.appliedTransactions = before.0 + totals.transactions
-                        run.appliedSegments = before.1 + totals.segments
-                        return (run.appliedTransactions, run.appliedSegments)
-                    }
-                    logger.info(
-                        "rebuilding the store of account \(account): \(transactions) transaction(s) from \(segments) segment(s) applied",
-                        metadata: ["message_id": "\(MessageID.accountSwitch)"])
-                    event(.switchProgress, "building \(Self.name(account)): \(transactions) transactions applied")
+                    switchProgress.withLock { $0.appliedSegments = before + totals.segments }
                     FaultInjection.point("switch.building-round")
                 }
                 if switchCancellation.isCancelled { return }
@@ -352,6 +369,49 @@ extension SyncDaemon {
         try waitUntilClosedHere(pending.buildPath)
         FaultInjection.point("switch.building")
         try advance(pending, to: .swapping)
+    }
+
+    /// How many transactions the account's folder holds (the sum of every node's last sequence), for
+    /// the rebuild's progress; nil when the folder cannot be listed.
+    static func availableTransactions(account: String, root: String, excluding node: NodeID) -> Int? {
+        guard let transport = try? DirectoryTransport(root: root, account: account, node: node),
+            let scan = try? transport.scan(excluding: node)
+        else { return nil }
+        return Dictionary(grouping: scan.segments, by: \.node).values.reduce(0) { $0 + Int($1.map(\.lastSequence).max() ?? 0) }
+    }
+
+    /// Follows a rebuild from its cursors (the transactions applied per origin, which also count what a
+    /// build before a crash applied): in `status` every half second, on the journal and to `watch`
+    /// clients every 2 s while it advances.
+    private func watchRebuild(of store: Store, account: String) -> RebuildWatcher {
+        let watcher = RebuildWatcher()
+        Thread.detachNewThread { [self] in
+            var reported = -1
+            var lastReport = ContinuousClock.now - .seconds(10)
+            while true {
+                let finished = watcher.isFinished
+                if let cursors = try? store.appliedSequences() {
+                    let applied = cursors.values.reduce(0) { $0 + Int($1) }
+                    let total = switchProgress.withLock { run in
+                        run.appliedTransactions = applied
+                        return run.availableTransactions
+                    }
+                    if applied != reported, finished || ContinuousClock.now - lastReport >= .seconds(2) {
+                        let of = total.map { " of \($0)" } ?? ""
+                        logger.info(
+                            "rebuilding the store of account \(account): \(applied)\(of) transactions applied",
+                            metadata: ["message_id": "\(MessageID.accountSwitch)"])
+                        event(.switchProgress, "building \(Self.name(account)): \(applied)\(of) transactions applied")
+                        reported = applied
+                        lastReport = ContinuousClock.now
+                    }
+                }
+                if finished { break }
+                watcher.sleep(milliseconds: 500)
+            }
+            watcher.ended.signal()
+        }
+        return watcher
     }
 
     /// Renames the built store to its final path (a path never used before, so nobody holds it) and
