@@ -159,4 +159,30 @@ struct AccountAppTests {
         let listed = try await Subprocess.run(Products.path("notes"), ["list", "--config", a.configPath])
         #expect(listed.stdout.contains("a note of y") && !listed.stdout.contains("a note of x"), "\(listed.stdout)")
     }
+
+    @Test("unsaved changes at will-change are saved into the old account, or discarded, as the app chose")
+    func unsavedChangesPolicy() async throws {
+        let (cluster, a, b, c) = try await accountCluster("policy")
+        defer { terminate(cluster) }
+        let app = try AccountContainer(accounts: a.accountStores, schema: cluster.schema)
+        defer { app.close() }
+        app.storesWillChangePolicy = .save(author: "app")
+        do {
+            let context = try #require(app.viewContext)
+            try context.insert(TestNote(title: "unsaved in x at the switch", rank: 1))
+        }
+        #expect(try await a.syncctl(["account", "switch", "y"]).status == 0)
+        try await awaitTitles(b, ["unsaved in x at the switch"])
+
+        app.storesWillChangePolicy = .discard
+        try await eventually(within: .seconds(10), "the app holds y's store") { app.current()?.account == "y" }
+        do {
+            let context = try #require(app.viewContext)
+            try context.insert(TestNote(title: "discarded in y at the switch", rank: 2))
+        }
+        #expect(try await a.syncctl(["account", "switch", "x"]).status == 0)
+        #expect(try await c.syncctl(["trigger"]).status == 0)
+        #expect(try titles(c).isEmpty, "a discarded change is nowhere")
+        #expect(try titles(a) == ["unsaved in x at the switch"])
+    }
 }
