@@ -14,7 +14,7 @@ import Synchronization
 struct Mounted: Sendable {
     let store: Store
     let account: String?
-    let transport: DirectoryTransport?
+    let transport: (any Transport)?
     let engine: SyncEngine?
 }
 
@@ -54,6 +54,11 @@ extension SyncDaemon {
     static let releaseDeadline = Duration.seconds(5)
     /// How long this process's own connections to a store may take to close.
     static let ownCloseDeadline = Duration.seconds(10)
+
+    /// The transport of an account's logs for a store (node): the one place that chooses it.
+    static func transport(_ configuration: DaemonConfiguration, account: String, node: NodeID) throws -> any Transport {
+        try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node)
+    }
 
     /// Why a round cannot run now, if it cannot.
     func notSyncing() -> String? {
@@ -287,7 +292,7 @@ extension SyncDaemon {
 
     /// Exports and publishes what an account's store has not shipped; returns what is still pending.
     func ship(_ store: Store, account: String) throws -> (transactions: Int, segments: Int) {
-        let transport = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: NodeID(store.nodeID))
+        let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID))
         let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
         var report = SyncReport()
         try engine.export(into: &report)
@@ -349,11 +354,11 @@ extension SyncDaemon {
     /// store (a copy made while exporting, or empty).
     private func build(_ pending: AccountState.Switch) throws {
         if !DurableFiles.exists(pending.to.path) || DurableFiles.exists(pending.buildPath) {
-            let store = try Self.openStore(at: pending.buildPath, schema: schema)
+            let store = try Self.openStore(at: pending.buildPath, schema: schema, options: .rebuilding)
             if let account = pending.to.account {
-                let transport = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: NodeID(store.nodeID))
+                let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID))
                 let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
-                let total = Self.availableTransactions(account: account, root: configuration.sharedFolder, excluding: NodeID(store.nodeID))
+                let total = Self.availableTransactions(account: account, configuration: configuration, excluding: NodeID(store.nodeID))
                 switchProgress.withLock { $0.availableTransactions = total }
                 let watcher = watchRebuild(of: store, account: account)
                 defer { watcher.finish() }
@@ -373,8 +378,8 @@ extension SyncDaemon {
 
     /// How many transactions the account's folder holds (the sum of every node's last sequence), for
     /// the rebuild's progress; nil when the folder cannot be listed.
-    static func availableTransactions(account: String, root: String, excluding node: NodeID) -> Int? {
-        guard let transport = try? DirectoryTransport(root: root, account: account, node: node),
+    static func availableTransactions(account: String, configuration: DaemonConfiguration, excluding node: NodeID) -> Int? {
+        guard let transport = try? Self.transport(configuration, account: account, node: node),
             let scan = try? transport.scan(excluding: node)
         else { return nil }
         return Dictionary(grouping: scan.segments, by: \.node).values.reduce(0) { $0 + Int($1.map(\.lastSequence).max() ?? 0) }

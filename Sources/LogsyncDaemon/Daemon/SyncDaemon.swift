@@ -204,9 +204,9 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Opens a store for syncing (creating it if needed).
-    static func openStore(at path: String, schema: Schema) throws -> Store {
+    static func openStore(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
         do {
-            return try retryingWhileBusy { try Store(path: path, schema: schema) }
+            return try retryingWhileBusy { try Store(path: path, schema: schema, options: options) }
         } catch let error as StoreError where error.code == .schemaDrift {
             throw DaemonError(.schemaDrift, "syncd does not sync \(path): \(error.message)", cause: error)
         }
@@ -216,7 +216,7 @@ public final class SyncDaemon: Sendable {
     static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration) throws -> Mounted {
         let opened = try openStore(at: store.path, schema: schema)
         guard let account = store.account else { return Mounted(store: opened, account: nil, transport: nil, engine: nil) }
-        let transport = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: NodeID(opened.nodeID))
+        let transport = try transport(configuration, account: account, node: NodeID(opened.nodeID))
         var settings = configuration.syncConfiguration
         settings.account = account
         return Mounted(store: opened, account: account, transport: transport, engine: SyncEngine(store: opened, transport: transport, configuration: settings))

@@ -159,3 +159,11 @@ public struct AccountState: Codable, Sendable, Equatable {
     }
 }
 
+
+extension StoreOptions {
+    /// How a store being built from its account's logs is opened (an account switch, `docs/accounts.md`):
+    /// without a memory map. An import reads the pages it changes; through a map they stay resident and
+    /// count in the builder's memory, up to the whole map (256 MiB by default), which a rebuild of a large
+    /// account would fill. The page cache stays bounded by ``cacheKibibytes``.
+    public static let rebuilding = StoreOptions(mmapBytes: 0)
+}
