@@ -94,6 +94,7 @@ let package = Package(
                 "LogsyncCore",
                 "LogsyncPlatform",
                 "LogsyncStore",
+                "LogsyncSync",
                 "LogsyncTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

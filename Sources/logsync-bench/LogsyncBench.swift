@@ -23,6 +23,7 @@ struct LogsyncBench: ParsableCommand {
             StallSuite.self,
             LatencySuite.self,
             ScaleSuite.self,
+            RebuildSuite.self,
         ])
 }
 
