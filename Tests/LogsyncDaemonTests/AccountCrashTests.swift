@@ -3,7 +3,8 @@ import LogsyncCore
 import LogsyncTestKit
 import Testing
 
-@Suite("account switch killed at every step", .serialized)
+extension AccountTests {
+@Suite("account switch killed at every step")
 struct AccountCrashTests {
     /// Every fault point of the switch, in step order (`switch.building-round` is in the middle of a
     /// rebuild, after its first round applied something).
@@ -52,4 +53,5 @@ struct AccountCrashTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: a.accountStores.folder).filter { $0.hasSuffix(".sqlite") || $0.hasSuffix(".building") }
         #expect(left == [URL(fileURLWithPath: try a.activeStorePath()).lastPathComponent], "\(left)")
     }
+}
 }
