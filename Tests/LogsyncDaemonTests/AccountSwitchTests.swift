@@ -166,8 +166,14 @@ struct AccountSwitchTests {
         try add("x from b", to: b)
         try await awaitTitles(a, ["x from a", "x from b"])
 
+        // Under systemd, the unit's status line says which step the switch is at.
+        let receiver = try NotifyReceiver(path: cluster.directory.file("notify.sock"))
+        #expect(try await a.stop() == 0)
+        try await a.start(environment: ["NOTIFY_SOCKET": receiver.path])
         let kept = try await a.syncctl(["account", "logout"])
         #expect(kept.status == 0, "\(kept.stderr)\n\(a.log)")
+        let exporting = try await receiver.await("STATUS=switching accounts: account x → the local store, exporting")
+        try await receiver.await("STATUS=idle", after: exporting.index)
         #expect(try titles(a) == ["x from a", "x from b"], "--keep: the local store is a copy of the account's data")
         #expect((try await accountStatus(a))["active"] == nil)
         let trigger = try await a.syncctl(["trigger"])

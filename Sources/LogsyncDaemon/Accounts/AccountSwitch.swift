@@ -196,6 +196,7 @@ extension SyncDaemon {
         logger.info(
             "account switch \(Self.name(pending.from.account)) → \(Self.name(pending.to.account)): \(pending.step.rawValue)",
             metadata: ["message_id": "\(MessageID.accountSwitch)"])
+        notifier.status("switching accounts: \(Self.name(pending.from.account)) → \(Self.name(pending.to.account)), \(pending.step.rawValue)")
         do {
             switch pending.step {
             case .willChange: try letGo(pending)
@@ -463,6 +464,7 @@ extension SyncDaemon {
             "account switch from \(Self.name(pending.from.account)) to \(Self.name(pending.to.account)) done: the store is \(pending.to.path)",
             metadata: ["message_id": "\(MessageID.accountSwitch)"])
         setPhase(.idle)
+        notifier.status(statusLine())
         retainedWakeup.signal()
     }
 

@@ -38,7 +38,7 @@ public final class SyncDaemon: Sendable {
     private let server: ControlServer
     let logger: Logger
     private let logLevel: LogLevelSetting
-    private let notifier = SystemdNotifier()
+    let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
     private let state: Mutex<State>
     /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by a stop
@@ -377,7 +377,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// The one-line STATUS= systemd shows in `systemctl status`.
-    private func statusLine() -> String {
+    func statusLine() -> String {
         let (phase, summary, error) = state.withLock { ($0.phase, $0.lastSummary, $0.lastError) }
         if let halted = loop.halted { return "halted: \(halted.prefix(120))" }
         var line = "\(phase.rawValue)"
