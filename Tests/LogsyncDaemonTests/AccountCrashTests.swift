@@ -53,5 +53,26 @@ struct AccountCrashTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: a.accountStores.folder).filter { $0.hasSuffix(".sqlite") || $0.hasSuffix(".building") }
         #expect(left == [URL(fileURLWithPath: try a.activeStorePath()).lastPathComponent], "\(left)")
     }
+
+    @Test("without [store] schema, a switch killed after the old store was deleted resumes with the stores' own schema")
+    func schemaKeptAcrossACrash() async throws {
+        let (cluster, a, _, c) = try await accountCluster("kschema")
+        defer { terminate(cluster) }
+        try add("y from c", to: c)
+        // From now on the schema comes from the store itself, as for a store that was set up once.
+        #expect(try await a.stop() == 0)
+        let config = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        try config.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("schema = ") }.joined(separator: "\n")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        try await a.start(environment: ["LOGSYNC_FAULT": "switch.retiring"])
+        _ = try await a.syncctl(["account", "switch", "y"])
+        #expect(try await a.waitForExit() == SIGKILL)
+        #expect(!FileManager.default.fileExists(atPath: a.storePath), "the old store is gone before the crash")
+        try await a.start()
+        #expect(try await a.syncctl(["account", "switch", "y"]).status == 0, "\(a.log)")
+        let columns = try ForeignConnection(path: try a.activeStorePath()).execute("SELECT name FROM pragma_table_info('Note')")
+        #expect(columns.contains([.text("rank")]), "the new store has the schema of the old one, not the embedded notes: \(columns)")
+        #expect(try titles(a) == ["y from c"])
+    }
 }
 }

@@ -127,6 +127,8 @@ extension SyncDaemon {
                 step: .willChange, logout: logout, startedAt: Int64(WallClock.milliseconds()))
             state.generation += 1
             do {
+                try DurableFiles.makeDirectories(accounts.folder)
+                try DurableFiles.replace(accounts.schemaFile, with: Array(schema.json.utf8))
                 try save(state)
             } catch {
                 return (.internalError, "cannot start the switch: \(error)")

@@ -117,7 +117,8 @@ public final class SyncDaemon: Sendable {
             throw DaemonError(.setup, "cannot read which account is active", cause: error)
         }
         self.accountState = Mutex(accountState)
-        schema = try Self.resolveSchema(configuration, stores: [accountState.active.path, accountState.pending?.from.path].compactMap { $0 })
+        schema = try Self.resolveSchema(
+            configuration, stores: [accountState.active.path, accountState.pending?.from.path].compactMap { $0 }, kept: accounts.schemaFile)
         var mounted: Mounted?
         if accountState.pending == nil {
             try Self.checkStore(at: accountState.active.path, logger: logger)
@@ -177,17 +178,22 @@ public final class SyncDaemon: Sendable {
 
     /// The schema of every store: the configured one, else the one registered in an existing store,
     /// else the notes of the README's tour.
-    private static func resolveSchema(_ configuration: DaemonConfiguration, stores: [String]) throws -> Schema {
-        if let path = configuration.schemaPath {
-            guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
-                throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
-            }
-            return try Schema(json: Data(bytes))
-        }
+    /// (A switch keeps the schema in `kept` when it starts: after a crash in the middle, neither the old
+    /// store nor the new one may be there to tell it.)
+    private static func resolveSchema(_ configuration: DaemonConfiguration, stores: [String], kept: String) throws -> Schema {
+        if let path = configuration.schemaPath { return try readSchema(path) }
         for path in stores {
             if let registered = try retryingWhileBusy({ try Store.registeredSchema(at: path) }) { return registered }
         }
+        if DurableFiles.exists(kept) { return try readSchema(kept) }
         return .notes
+    }
+
+    private static func readSchema(_ path: String) throws -> Schema {
+        guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
+            throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
+        }
+        return try Schema(json: Data(bytes))
     }
 
     /// Another program writing the store may hold its locks past one busy timeout at start-up: try

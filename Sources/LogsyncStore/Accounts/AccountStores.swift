@@ -27,6 +27,9 @@ public struct AccountStores: Sendable {
 
     public var folder: String { storePath + ".accounts" }
     public var stateFile: String { folder + "/state.json" }
+    /// The schema of the stores, kept when a switch starts: after a crash, neither the old store (maybe
+    /// deleted) nor the new one (maybe not created yet) may be there to tell it.
+    public var schemaFile: String { folder + "/schema.json" }
 
     /// The path of a new store for `account` (nil: the local store) with generation `generation`.
     public func storePath(for account: String?, generation: Int) -> String {
