@@ -27,6 +27,8 @@ struct SwitchRun: Sendable {
     var availableTransactions: Int?
     /// Why the switch waits or retries.
     var waiting: String?
+    /// Failures of the step at hand in a row: the retry backs off.
+    var failures = 0
 }
 
 /// Stops a rebuild's progress thread and waits (bounded) until it has let go of the store.
@@ -208,13 +210,22 @@ extension SyncDaemon {
             case .swapping: try swap(pending)
             case .didChange: try announce(pending)
             }
-            switchProgress.withLock { $0.waiting = nil }
+            switchProgress.withLock { run in
+                run.waiting = nil
+                run.failures = 0
+            }
         } catch {
-            let reason = "step \(pending.step.rawValue) failed: \(error); retrying in 1 s"
+            // Backs off like the sync loop: 0.5 s, doubling, at most [sync] max_backoff_ms.
+            let failures = switchProgress.withLock { run in
+                run.failures += 1
+                return run.failures
+            }
+            let delay = min(Double(configuration.maximumBackoffMilliseconds) / 1000, 0.5 * pow(2, Double(min(failures - 1, 16))))
+            let reason = "step \(pending.step.rawValue) failed: \(error); retrying in \(delay) s"
             switchProgress.withLock { $0.waiting = reason }
             logger.error("account switch: \(reason)", metadata: ["message_id": "\(MessageID.accountSwitch)"])
-            _ = retainedWakeup.wait(timeout: .now() + 1)
-            retainedWakeup.signal()
+            // Woken early by a stop (which signals this semaphore); passes the signal on to its owner.
+            if retainedWakeup.wait(timeout: .now() + delay) == .success { retainedWakeup.signal() }
         }
     }
 
