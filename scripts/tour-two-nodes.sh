@@ -42,3 +42,12 @@ run "$bin/notes" list --config "$tour/node2/syncd.toml"
 wait %%
 echo "$(show "$bin/notes" watch --seconds 3 --config "$tour/node2/syncd.toml")   # on node 2, started before the add"
 sed "s#$tour#\$TOUR#g" "$tour/watch.out"
+
+# Accounts: node 1 switches to another account (an empty one here) and back; each time its store is the
+# account's own, the way back rebuilt from the account's logs in the shared folder.
+echo
+run "$bin/syncctl" account switch work --config "$tour/node1/syncd.toml"
+run "$bin/notes" list --config "$tour/node1/syncd.toml"
+run "$bin/syncctl" account switch default --config "$tour/node1/syncd.toml"
+run "$bin/notes" list --config "$tour/node1/syncd.toml"
+run "$bin/syncctl" account list --config "$tour/node1/syncd.toml"

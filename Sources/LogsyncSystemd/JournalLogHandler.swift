@@ -119,6 +119,10 @@ public enum MessageID {
     public static let clientDropped = "20d30d564c1b40aeb26f4b72ddc42e25"
     /// The store was found damaged; syncing stopped (or syncd refused to start).
     public static let damaged = "29eb065cc2b84cee9526e6fd209e99f2"
+    /// An account switch started, reached a step, made progress rebuilding, or finished.
+    public static let accountSwitch = "c1ff88a80bd54bd7b9fa66e3cc790b3d"
+    /// A retired store was kept (changes not shipped, or held by a process), or shipped and deleted.
+    public static let storeRetained = "f9cd6160a4d44d0da9c69df44c0e2827"
 }
 
 /// The level below which a process logs nothing: from its configuration (`[log] level`), unless its

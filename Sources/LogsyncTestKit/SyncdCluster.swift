@@ -27,8 +27,8 @@ public final class SyncdCluster: Sendable {
 
     /// Adds a node (not started). `extra` lines are appended to its `[sync]` table. A long
     /// `rescanIntervalMilliseconds` leaves the daemon's inotify wake-ups as the only timely way to sync.
-    public func addNode(_ name: String, rescanIntervalMilliseconds: Int = 1000, extra: [String] = []) throws -> SyncdNode {
-        let node = try SyncdNode(cluster: self, name: name, rescanIntervalMilliseconds: rescanIntervalMilliseconds, extra: extra)
+    public func addNode(_ name: String, account: String = "test", rescanIntervalMilliseconds: Int = 1000, extra: [String] = []) throws -> SyncdNode {
+        let node = try SyncdNode(cluster: self, name: name, account: account, rescanIntervalMilliseconds: rescanIntervalMilliseconds, extra: extra)
         added.withLock { $0.append(node) }
         return node
     }
@@ -67,10 +67,10 @@ public final class SyncdNode: Sendable {
     public let socketPath: String
     public let configPath: String
     public let logPath: String
-    private unowned let cluster: SyncdCluster
-    private let state = Mutex(State())
+    fileprivate unowned let cluster: SyncdCluster
+    fileprivate let state = Mutex(State())
 
-    private struct State {
+    fileprivate struct State {
         var process: Subprocess?
         var store: Store?
         /// The logs of the daemons that ran before the current one.
@@ -80,7 +80,11 @@ public final class SyncdNode: Sendable {
     /// The running daemon, if any.
     public var process: Subprocess? { state.withLock { $0.process } }
 
-    init(cluster: SyncdCluster, name: String, rescanIntervalMilliseconds: Int, extra: [String]) throws {
+    /// The account `[sync] account` names: the node's account until it switches.
+    public let account: String
+
+    init(cluster: SyncdCluster, name: String, account: String, rescanIntervalMilliseconds: Int, extra: [String]) throws {
+        self.account = account
         self.cluster = cluster
         self.name = name
         let folder = cluster.directory.file(name)
@@ -94,7 +98,7 @@ public final class SyncdNode: Sendable {
             schema = "\(cluster.schemaFile)"
 
             [sync]
-            account = "test"
+            account = "\(account)"
             shared_folder = "\(cluster.shared)"
             rescan_interval_ms = \(rescanIntervalMilliseconds)
             max_backoff_ms = 1000
@@ -208,4 +212,36 @@ public final class SyncdNode: Sendable {
     }
 
     public var nodeID: String? { try? openStore().nodeID }
+}
+
+extension SyncdNode {
+    /// The stores per account of this node and their persisted state.
+    public var accountStores: AccountStores { AccountStores(storePath: storePath, configuredAccount: account) }
+
+    /// The store the daemon has active now (its configured store until the first switch).
+    public func activeStorePath() throws -> String { try accountStores.load().active.path }
+
+    /// Runs `body` on the active store, opened for it alone and let go of afterwards: a test that holds a
+    /// store open across a switch would keep the daemon from retiring it.
+    public func withActiveStore<T>(_ body: (Store) throws -> T) throws -> T {
+        let path = try activeStorePath()
+        let store = try Store(path: path, schema: cluster.schema)
+        return try body(store)
+    }
+
+    /// Every synced table's rows of the active store, ordered by primary key.
+    public func activeTables() throws -> [String: [[DatabaseValue]]] {
+        try withActiveStore { store in
+            var tables: [String: [[DatabaseValue]]] = [:]
+            for entity in cluster.schema.entities {
+                tables[entity.name] = try store.read("SELECT * FROM \"\(entity.name)\" ORDER BY 1")
+            }
+            return tables
+        }
+    }
+
+    /// Forgets the store ``openStore()`` keeps open, so that its connections close.
+    public func closeStore() {
+        state.withLock { $0.store = nil }
+    }
 }

@@ -24,6 +24,7 @@ struct LogsyncBench: ParsableCommand {
             LatencySuite.self,
             ScaleSuite.self,
             RelaySuite.self,
+            RebuildSuite.self,
         ])
 }
 

@@ -37,23 +37,48 @@ struct StoreLocation: ParsableArguments {
     @Option(name: .long, help: "Author recorded in history with each save (default: the user name).")
     var author: String = ProcessInfo.processInfo.environment["USER"] ?? "notes"
 
+    /// The container of the active store: `--store`, else the store syncd has active for its account
+    /// (`docs/accounts.md`).
     func openContainer() throws -> Container {
-        let path: String
-        if let store {
-            path = store
-        } else {
-            do {
-                path = try DaemonConfiguration.load(file: config).storePath
-            } catch {
-                throw fail("configuration error: \(error)", status: ExitStatus.configuration)
-            }
-        }
+        if let store { return try open { try Container(path: store, schema: .notes) } }
+        let accounts = try accountStores()
+        return try open { try Container(path: try accounts.load().active.path, schema: .notes) }
+    }
+
+    /// A container that follows syncd's account switches (nil with `--store`: that one store only).
+    func openAccountContainer() throws -> AccountContainer? {
+        guard store == nil else { return nil }
+        let accounts = try accountStores()
+        return try open { try AccountContainer(accounts: accounts, schema: .notes) }
+    }
+
+    private func accountStores() throws -> AccountStores {
         do {
-            try FileManager.default.createDirectory(
-                atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
-            return try Container(path: path, schema: .notes)
+            let configuration = try DaemonConfiguration.load(file: config)
+            return AccountStores(storePath: configuration.storePath, configuredAccount: configuration.account)
+        } catch {
+            throw fail("configuration error: \(error)", status: ExitStatus.configuration)
+        }
+    }
+
+    /// Opens with the store's folder created, turning failures into exit statuses.
+    private func open<T>(_ body: () throws -> T) throws -> T {
+        do {
+            if let store {
+                try FileManager.default.createDirectory(
+                    atPath: URL(fileURLWithPath: store).deletingLastPathComponent().path, withIntermediateDirectories: true)
+            } else {
+                let path = try accountStores().storePath
+                try FileManager.default.createDirectory(
+                    atPath: URL(fileURLWithPath: path).deletingLastPathComponent().path, withIntermediateDirectories: true)
+            }
+            return try body()
+        } catch let error as ExitCode {
+            throw error
         } catch let error as StoreError {
             throw fail("\(error)", status: error.exitStatus)
+        } catch let error as ContextError {
+            throw fail("\(error)", status: (error.cause as? StoreError)?.exitStatus ?? ExitStatus.cannotCreate)
         } catch {
             throw fail("\(error)", status: ExitStatus.cannotCreate)
         }
@@ -219,20 +244,52 @@ struct Watch: AsyncParsableCommand {
     @Flag(name: .long, help: "Start each line with the wall-clock time in nanoseconds, as @NS.") var timestamps = false
 
     func run() async throws {
-        let container = try location.openContainer()
-        defer { container.close() }
-        let context = container.viewContext
-        let results = context.observe(FetchRequest<Note>(orderedBy: [.ascending("title")]))
-        let events = context.events()
-        if let seconds {
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                container.close()
-            }
-        }
         let print: @Sendable (String) -> Void = { [timestamps] line in
             printFlushed(timestamps ? "@\(WallClock.nanoseconds()) \(line)" : line)
         }
+        guard let app = try location.openAccountContainer() else {
+            let container = try location.openContainer()
+            defer { container.close() }
+            if let seconds { closing(after: seconds) { container.close() } }
+            await Self.watch(container, print: print)
+            return
+        }
+        defer { app.close() }
+        if let seconds { closing(after: seconds) { app.close() } }
+        // Across account switches: the stores will change, then did change; the new account's notes
+        // are listed, and watched in turn.
+        let switches = app.accountChanges()
+        var watching = app.container.map { container in Task { await Self.watch(container, print: print) } }
+        for await change in switches {
+            switch change {
+            case .willChange(let from, let to):
+                print("stores will change: \(Self.name(from)) → \(Self.name(to))")
+                await watching?.value
+                watching = nil
+            case .didChange(let from, let to):
+                print("stores did change: \(Self.name(from)) → \(Self.name(to))")
+                watching = app.container.map { container in Task { await Self.watch(container, print: print) } }
+            }
+        }
+        app.close()
+        await watching?.value
+    }
+
+    static func name(_ account: String?) -> String { account.map { "account \($0)" } ?? "the local store" }
+
+    private func closing(after seconds: Double, _ close: @escaping @Sendable () -> Void) {
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            close()
+        }
+    }
+
+    /// Lists the notes of a container's store, then prints each change as it merges, until the container
+    /// closes.
+    static func watch(_ container: Container, print: @escaping @Sendable (String) -> Void) async {
+        let context = container.viewContext
+        let results = context.observe(FetchRequest<Note>(orderedBy: [.ascending("title")]))
+        let events = context.events()
         // Each merge is announced with where it came from; the observed fetch then shows what changed.
         let origins = Task {
             for await event in events where event.cause == .merge {

@@ -17,7 +17,7 @@ struct Syncctl: ParsableCommand {
             reload that failed (syncd keeps its configuration).
             """,
         version: LogsyncVersion.current,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Account.self]
     )
 }
 
@@ -82,13 +82,14 @@ struct Connection: ParsableArguments {
     /// Sends a request and returns the response; `ok: false` becomes the matching exit code with the
     /// daemon's message on stderr, unless `acceptingFailure` (the caller reports it itself).
     func request(
-        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, wait: TimeInterval = 10,
-        acceptingFailure: Bool = false
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
+        wait: TimeInterval = 10, acceptingFailure: Bool = false
     ) throws -> ControlResponse {
         let client = try client()
         let response: ControlResponse
         do {
-            response = try client.send(command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, wait: wait)
+            response = try client.send(
+                command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout, wait: wait)
         } catch {
             throw fail(error)
         }
@@ -100,9 +101,11 @@ struct Connection: ParsableArguments {
     /// prints the whole response as JSON, or `text` of it, then throws the exit code if it failed.
     @discardableResult
     func show(
-        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, wait: TimeInterval, text: (ControlResponse) -> Void
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, account: String? = nil, logout: String? = nil, wait: TimeInterval,
+        text: (ControlResponse) -> Void
     ) throws -> ControlResponse {
-        let response = try request(command, timeoutMilliseconds: timeoutMilliseconds, wait: wait, acceptingFailure: true)
+        let response = try request(
+            command, timeoutMilliseconds: timeoutMilliseconds, account: account, logout: logout, wait: wait, acceptingFailure: true)
         if json { printJSON(response) } else { text(response) }
         try check(response)
         return response
@@ -205,6 +208,7 @@ struct Status: ParsableCommand {
             for item in listed { print("  \(item.path): \(item.reason)") }
         }
         if let error = status.lastError { print("last error \(error)") }
+        if let accounts = status.accounts { describe(accounts).forEach { print($0) } }
     }
 }
 
@@ -260,7 +264,7 @@ struct Watch: ParsableCommand {
 
     private func send(_ client: ControlClient) throws -> ControlResponse {
         do {
-            return try client.send(.watch)
+            return try client.send(.watch, accountEvents: true)
         } catch {
             throw connection.fail(error)
         }

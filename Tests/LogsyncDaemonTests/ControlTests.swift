@@ -59,6 +59,11 @@ struct ControlTests {
         (["reload"], "reload_failed", ExitStatus.configuration),
         (["check"], "damaged", ExitStatus.dataError),
         (["check"], "timeout", ExitStatus.temporaryFailure),
+        (["account", "switch", "x"], "bad_request", ExitStatus.daemonError),
+        (["account", "switch", "x"], "timeout", ExitStatus.temporaryFailure),
+        (["account", "logout"], "internal", ExitStatus.daemonError),
+        (["account", "status"], "internal", ExitStatus.daemonError),
+        (["account", "list"], "unsupported_version", ExitStatus.protocolError),
     ])
     func failuresBecomeExitCodes(arguments: [String], code: String, expected: Int32) async throws {
         let directory = try TemporaryDirectory("ctl")
@@ -139,6 +144,12 @@ struct ControlTests {
         #expect(version.id == 43 && version.error?.code == .unsupportedVersion)
         let malformed = try ask(#"{"v": 1, "id": 44, "command": "history", "limit": "many"}"#)
         #expect(malformed.id == 44 && malformed.error?.code == .badRequest && malformed.error?.message.contains("history") == true)
+        let badAccount = try ask(#"{"v": 1, "id": 46, "command": "account_switch", "account": "../etc"}"#)
+        #expect(badAccount.id == 46 && badAccount.error?.code == .badRequest && badAccount.error?.message.contains("account name") == true)
+        let noAccount = try ask(#"{"v": 1, "id": 47, "command": "account_switch"}"#)
+        #expect(noAccount.error?.code == .badRequest && noAccount.error?.message.contains("needs 'account'") == true)
+        let badLogout = try ask(#"{"v": 1, "id": 48, "command": "account_logout", "logout": "shred"}"#)
+        #expect(badLogout.error?.code == .badRequest)
         // The connection still serves well-formed requests.
         #expect(try ask(#"{"v": 1, "id": 45, "command": "status"}"#).status != nil)
         try await a.stop()

@@ -27,10 +27,10 @@ public final class Container: Sendable {
     public let viewContext: Context
     let model: Model
     private let state: Mutex<State>
+    private let subscribers = Subscribers<StoreChange>(buffering: 1024)
 
     private struct State {
         var contexts: [WeakContext] = []
-        var subscribers: [UUID: AsyncStream<StoreChange>.Continuation] = [:]
         var monitor: CommitObservation?
         /// History up to here has been merged and reported; only the monitor's thread changes it.
         var delivered = HistoryToken.zero
@@ -83,41 +83,34 @@ public final class Container: Sendable {
         return context
     }
 
+    /// The contexts of this container still in use (the view context first).
+    func openContexts() -> [Context] {
+        state.withLock { state in
+            state.contexts.removeAll { $0.context == nil }
+            return state.contexts.compactMap(\.context)
+        }
+    }
+
     /// Every history transaction committed from now on, in order, after the contexts that merge
     /// automatically have merged it. The stream ends when the container closes.
     public func changes() -> AsyncStream<StoreChange> {
-        let (stream, continuation) = AsyncStream<StoreChange>.makeStream(bufferingPolicy: .bufferingNewest(1024))
-        let id = UUID()
-        let accepted = state.withLock { state in
-            guard !state.closed else { return false }
-            state.subscribers[id] = continuation
-            return true
-        }
-        guard accepted else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        subscribers.stream()
     }
 
     /// Stops watching the store and ends every stream; contexts refuse further work. The store closes
     /// when the last reference to it goes.
     public func close() {
-        let (monitor, subscribers, contexts) = state.withLock { state in
-            guard !state.closed else { return (nil as CommitObservation?, [AsyncStream<StoreChange>.Continuation](), [Context]()) }
+        let (monitor, contexts) = state.withLock { state in
+            guard !state.closed else { return (nil as CommitObservation?, [Context]()) }
             state.closed = true
             defer {
-                state.subscribers = [:]
                 state.contexts = []
                 state.monitor = nil
             }
-            return (state.monitor, Array(state.subscribers.values), state.contexts.compactMap(\.context))
+            return (state.monitor, state.contexts.compactMap(\.context))
         }
         monitor?.cancel()
-        for continuation in subscribers { continuation.finish() }
+        subscribers.finish()
         for context in contexts { context.close() }
     }
 
@@ -147,11 +140,7 @@ public final class Container: Sendable {
         var delivered = token
         while let transactions = try? store.history(after: delivered, limit: 200), let last = transactions.last {
             for context in contexts { context.mergeAutomatically((after: delivered, transactions: transactions)) }
-            let subscribers = state.withLock { Array($0.subscribers.values) }
-            for transaction in transactions {
-                let change = StoreChange(transaction)
-                for continuation in subscribers { continuation.yield(change) }
-            }
+            subscribers.yield(transactions.map(StoreChange.init))
             delivered = last.token
         }
         return delivered

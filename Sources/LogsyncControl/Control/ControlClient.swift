@@ -43,8 +43,13 @@ public final class ControlClient {
     }
 
     /// Sends a request and waits up to `timeout` for its response.
-    public func send(_ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, wait: TimeInterval = 10) throws(Failure) -> ControlResponse {
-        let request = ControlRequest(id: nextID, command: command, timeoutMilliseconds: timeoutMilliseconds, limit: limit)
+    public func send(
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
+        accountEvents: Bool? = nil, wait: TimeInterval = 10
+    ) throws(Failure) -> ControlResponse {
+        let request = ControlRequest(
+            id: nextID, command: command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout,
+            accountEvents: accountEvents)
         nextID += 1
         guard let data = try? JSONEncoder().encode(request) else { throw .notOurSocket(path: path, detail: "cannot encode request") }
         socket.setReceiveTimeout(milliseconds: Int(wait * 1000))

@@ -16,21 +16,35 @@ public struct ControlRequest: Codable, Sendable {
     public var timeoutMilliseconds: Int?
     /// For `history`: how many recent transactions.
     public var limit: Int?
+    /// For `account_switch`: the account to switch to.
+    public var account: String?
+    /// For `account_logout`: `keep` (the local store becomes a copy of the account's data) or `remove`.
+    public var logout: String?
+    /// For `watch`: also send the account events (`stores_will_change`, `switch_progress`,
+    /// `stores_did_change`). Clients that do not ask never get event kinds they may not know.
+    public var accountEvents: Bool?
 
     public enum Command: String, Codable, Sendable, CaseIterable {
         case status, trigger, peers, history, watch, reload, check
+        case accountStatus = "account_status", accountList = "account_list", accountSwitch = "account_switch", accountLogout = "account_logout"
     }
 
-    public init(id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil) {
+    public init(
+        id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
+        accountEvents: Bool? = nil
+    ) {
         self.version = ControlProtocol.version
         self.id = id
         self.command = command
         self.timeoutMilliseconds = timeoutMilliseconds
         self.limit = limit
+        self.account = account
+        self.logout = logout
+        self.accountEvents = accountEvents
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit
+        case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit, account, logout, accountEvents = "account_events"
     }
 }
 
@@ -47,6 +61,8 @@ public struct ControlResponse: Codable, Sendable {
     public var event: DaemonEvent?
     public var reload: ReloadResult?
     public var check: CheckResult?
+    /// For the `account_*` commands: the active account, the switch in progress, the stores kept.
+    public var accounts: AccountReport?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -55,7 +71,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts
     }
 }
 
@@ -112,10 +128,13 @@ public struct DaemonStatus: Codable, Sendable {
     public var retryInMilliseconds: Int?
     /// The relay this daemon syncs through, its last answer, and the last push it refused.
     public var relay: RelayContact? = nil
+    /// The account state: which store is active, a switch in progress and its step, stores kept after a
+    /// switch (absent from syncd before accounts). `account` is "" while the local store is active.
+    public var accounts: AccountReport?
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
-        relay: RelayContact? = nil
+        relay: RelayContact? = nil, accounts: AccountReport? = nil
     ) {
         self.state = state
         self.account = account
@@ -134,13 +153,14 @@ public struct DaemonStatus: Codable, Sendable {
         self.lastError = lastError
         self.retryInMilliseconds = retryInMilliseconds
         self.relay = relay
+        self.accounts = accounts
     }
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay
+        case relay, accounts
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
@@ -321,6 +341,8 @@ public struct DaemonEvent: Codable, Sendable {
     public enum Kind: String, Codable, Sendable {
         case syncStarted = "sync_started", syncFinished = "sync_finished", syncFailed = "sync_failed"
         case applied, published, quarantined, stopping
+        /// Account events, sent only to `watch` clients that ask for them (`account_events`).
+        case storesWillChange = "stores_will_change", switchProgress = "switch_progress", storesDidChange = "stores_did_change"
     }
 
     public var kind: Kind
@@ -352,4 +374,79 @@ public struct ReloadResult: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey { case ok, message, needsRestart = "needs_restart" }
+}
+
+/// Accounts on this node: the active store, a switch in progress, and the stores kept after a switch.
+public struct AccountReport: Codable, Sendable, Equatable {
+    /// The active account; nil while the local store is active (logged out).
+    public var active: String?
+    /// The path of the active store: the file apps open.
+    public var store: String
+    public var switching: SwitchProgress?
+    /// Stores kept after a switch because their local changes are not all shipped, or a process holds
+    /// them; each with its `reason`.
+    public var retained: [AccountStore]
+    /// Every store on this node: the active one, the local store, the retained ones.
+    public var stores: [AccountStore]
+
+    public init(active: String?, store: String, switching: SwitchProgress?, retained: [AccountStore], stores: [AccountStore]) {
+        self.active = active
+        self.store = store
+        self.switching = switching
+        self.retained = retained
+        self.stores = stores
+    }
+}
+
+/// A switch in progress: from which account to which, the step it is at, and how far a rebuild is.
+public struct SwitchProgress: Codable, Sendable, Equatable {
+    /// nil: the local store.
+    public var from: String?
+    public var to: String?
+    /// `will_change`, `exporting`, `retiring`, `building`, `swapping`, `did_change` (docs/accounts.md).
+    public var step: String
+    public var startedAt: Int64
+    /// While building: transactions and segments applied to the new store so far.
+    public var appliedTransactions: Int
+    public var appliedSegments: Int
+    /// While building: how many transactions the new account's logs hold (what "done" is).
+    public var availableTransactions: Int?
+    /// Why the switch waits or retries, when it does.
+    public var waiting: String?
+
+    public init(
+        from: String?, to: String?, step: String, startedAt: Int64, appliedTransactions: Int, appliedSegments: Int, availableTransactions: Int? = nil,
+        waiting: String? = nil
+    ) {
+        self.from = from
+        self.to = to
+        self.step = step
+        self.startedAt = startedAt
+        self.appliedTransactions = appliedTransactions
+        self.appliedSegments = appliedSegments
+        self.availableTransactions = availableTransactions
+        self.waiting = waiting
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case from, to, step, startedAt = "started_at", appliedTransactions = "applied_transactions", appliedSegments = "applied_segments"
+        case availableTransactions = "available_transactions", waiting
+    }
+}
+
+public struct AccountStore: Codable, Sendable, Equatable {
+    /// nil: the local store.
+    public var account: String?
+    public var path: String
+    /// `active`, `local` or `retained`.
+    public var role: String
+    /// For a retained store: why it is kept.
+    public var reason: String?
+
+    public init(account: String?, path: String, role: String, reason: String? = nil) {
+        self.account = account
+        self.path = path
+        self.role = role
+        self.reason = reason
+    }
 }

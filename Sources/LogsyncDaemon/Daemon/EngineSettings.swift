@@ -23,3 +23,12 @@ extension RelayConnection {
         return settings
     }
 }
+
+extension SyncConfiguration {
+    /// The same settings for another account's store.
+    func `for`(_ account: String) -> SyncConfiguration {
+        var settings = self
+        settings.account = account
+        return settings
+    }
+}

@@ -19,16 +19,27 @@ import Synchronization
 public final class SyncDaemon: Sendable {
     /// The settings in force; a reload replaces the ones it can apply without a restart.
     public var configuration: DaemonConfiguration { state.withLock { $0.configuration } }
-    let store: Store
-    let transport: any Transport
-    /// The relay the daemon syncs through, when `[relay]` chose one instead of the shared folder.
-    let relay: RelayTransport?
+    /// The store syncing now, with its account's transport; nil while an account switch runs.
+    let mounted: Mutex<Mounted?>
+    /// The stores per account and the persisted state of a switch (`docs/accounts.md`).
+    let accounts: AccountStores
+    /// The schema every store of this daemon registers.
+    let schema: Schema
+    /// The account state as last persisted, and the switch's progress; changed only under ``switchLock``.
+    let accountState: Mutex<AccountState>
+    let switchProgress = Mutex(SwitchRun())
+    /// Held by whoever changes the account state: a switch's steps, the shipping of retained stores.
+    let switchLock = NSLock()
+    /// Stops a switch or a rebuild at its next safe point when the daemon stops.
+    let switchCancellation = Cancellation()
+    /// Wakes the thread that ships and deletes retained stores.
+    let retainedWakeup = DispatchSemaphore(value: 0)
     private let lock: FileLock
-    private let loop: SyncLoop
+    let loop: SyncLoop
     private let server: ControlServer
-    private let logger: Logger
+    let logger: Logger
     private let logLevel: LogLevelSetting
-    private let notifier = SystemdNotifier()
+    let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
     private let state: Mutex<State>
     /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by a stop
@@ -46,7 +57,7 @@ public final class SyncDaemon: Sendable {
         var lastSummary: SyncSummary?
         var lastReport: SyncReport?
         var lastError: String?
-        var subscribers: [Int: @Sendable (DaemonEvent) -> Void] = [:]
+        var subscribers: [Int: (accountEvents: Bool, handler: @Sendable (DaemonEvent) -> Void)] = [:]
         var nextSubscriber = 0
         var commitWatcher: Task<Void, Never>?
         var arrivalsWatcher: Task<Void, Never>?
@@ -99,28 +110,28 @@ public final class SyncDaemon: Sendable {
         }
         self.lock = lock
 
-        try Self.checkStore(at: configuration.storePath, logger: logger)
-        store = try Self.openStore(configuration)
-        if let connection = configuration.relay {
-            let client: RelayClientSettings
-            do {
-                client = try connection.clientSettings(account: configuration.account)
-            } catch {
-                throw DaemonError(.setup, "cannot use the relay \(connection.url): \(error)")
-            }
-            let relay = RelayTransport(settings: client, node: NodeID(store.nodeID))
-            self.relay = relay
-            transport = relay
-        } else {
-            relay = nil
-            transport = try DirectoryTransport(root: configuration.sharedFolder, account: configuration.account, node: NodeID(store.nodeID))
+        accounts = AccountStores(storePath: configuration.storePath, configuredAccount: configuration.account)
+        let accountState: AccountState
+        do {
+            accountState = try accounts.load()
+        } catch {
+            throw DaemonError(.setup, "cannot read which account is active", cause: error)
         }
+        self.accountState = Mutex(accountState)
+        schema = try Self.resolveSchema(
+            configuration, stores: [accountState.active.path, accountState.pending?.from.path].compactMap { $0 }, kept: accounts.schemaFile)
+        var mounted: Mounted?
+        if accountState.pending == nil {
+            try Self.checkStore(at: accountState.active.path, logger: logger)
+            mounted = try Self.mount(accountState.active, schema: schema, configuration: configuration)
+        }
+        self.mounted = Mutex(mounted)
         // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
         // hangs, they stop and systemd restarts the daemon.
         let notifier = self.notifier
         let watchdog = notifier.watchdogInterval
         loop = SyncLoop(
-            engine: SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration),
+            engine: mounted?.engine,
             maximumBackoffMilliseconds: configuration.maximumBackoffMilliseconds,
             heartbeatInterval: watchdog.map { $0.seconds / 2 } ?? 3_600,
             heartbeat: { if watchdog != nil { notifier.watchdog() } })
@@ -166,43 +177,62 @@ public final class SyncDaemon: Sendable {
         }
     }
 
-    private static func openStore(_ configuration: DaemonConfiguration) throws -> Store {
-        // Another program writing the store may hold its locks past one busy timeout at start-up: try
-        // again until a deadline.
+    /// The schema of every store: the configured one, else the one registered in an existing store,
+    /// else the notes of the README's tour.
+    /// (A switch keeps the schema in `kept` when it starts: after a crash in the middle, neither the old
+    /// store nor the new one may be there to tell it.)
+    private static func resolveSchema(_ configuration: DaemonConfiguration, stores: [String], kept: String) throws -> Schema {
+        if let path = configuration.schemaPath { return try readSchema(path) }
+        for path in stores {
+            if let registered = try retryingWhileBusy({ try Store.registeredSchema(at: path) }) { return registered }
+        }
+        if DurableFiles.exists(kept) { return try readSchema(kept) }
+        return .notes
+    }
+
+    private static func readSchema(_ path: String) throws -> Schema {
+        guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
+            throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
+        }
+        return try Schema(json: Data(bytes))
+    }
+
+    /// Another program writing the store may hold its locks past one busy timeout at start-up: try
+    /// again until a deadline.
+    private static func retryingWhileBusy<T>(_ body: () throws -> T) throws -> T {
         let deadline = ContinuousClock.now + .seconds(15)
         while true {
             do {
-                return try openStoreOnce(configuration)
+                return try body()
             } catch let error as StoreError where error.code == .busy && ContinuousClock.now < deadline {
                 usleep(10_000)
             }
         }
     }
 
-    private static func openStoreOnce(_ configuration: DaemonConfiguration) throws -> Store {
-        let schema: Schema
-        if let path = configuration.schemaPath {
-            guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
-                throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
-            }
-            schema = try Schema(json: Data(bytes))
-        } else if let registered = try Store.registeredSchema(at: configuration.storePath) {
-            schema = registered
-        } else {
-            // Neither the configuration nor the store names one: the notes of the README's tour.
-            schema = .notes
-        }
-        let store: Store
+    /// Opens a store for syncing (creating it if needed).
+    static func openStore(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
         do {
-            store = try Store(path: configuration.storePath, schema: schema)
-        } catch {
-            guard error.code == .schemaDrift else { throw error }
-            throw DaemonError(.schemaDrift, "syncd does not sync \(configuration.storePath): \(error.message)", cause: error)
+            return try retryingWhileBusy { try Store(path: path, schema: schema, options: options) }
+        } catch let error as StoreError where error.code == .schemaDrift {
+            throw DaemonError(.schemaDrift, "syncd does not sync \(path): \(error.message)", cause: error)
         }
-        return store
     }
 
-    public var nodeID: String { store.nodeID }
+    /// Opens `store` with its account's transport and engine (none for the local store).
+    static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration) throws -> Mounted {
+        let opened = try openStore(at: store.path, schema: schema)
+        guard let account = store.account else { return Mounted(store: opened, account: nil, transport: nil, engine: nil) }
+        let transport = try transport(configuration, account: account, node: NodeID(opened.nodeID))
+        var settings = configuration.syncConfiguration
+        settings.account = account
+        return Mounted(store: opened, account: account, transport: transport, engine: SyncEngine(store: opened, transport: transport, configuration: settings))
+    }
+
+    /// The store being synced, if one is mounted.
+    var store: Store? { mounted.withLock { $0?.store } }
+
+    public var nodeID: String { store?.nodeID ?? "" }
 
     /// Starts watching and syncing, then tells systemd it is ready: the store is open and the control
     /// socket bound. Returns at once.
@@ -211,30 +241,56 @@ public final class SyncDaemon: Sendable {
             onStart: { [weak self] round in self?.roundStarted(round) },
             onRound: { [weak self] outcome in self?.roundFinished(outcome) })
         server.start(daemon: self)
-        let commits = store.commits()
-        let loop = self.loop
-        let watcher = Task { for await _ in commits { loop.wake() } }
-        state.withLock { $0.commitWatcher = watcher }
         let configuration = self.configuration
-        watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
+        startWatchers()
         setPhase(.idle)
+        let active = accountState.withLock { $0.active }
         logger.notice(
-            "syncd ready: node \(store.nodeID), store \(configuration.storePath), \(relay.map { "relay \($0.settings.url)" } ?? "shared folder \(configuration.sharedFolder)"), account \(configuration.account), socket \(configuration.socketPath), config \(configuration.source)",
-            metadata: ["message_id": "\(MessageID.ready)", "node": "\(store.nodeID)"])
+            "syncd ready: node \(nodeID), store \(active.path), \(configuration.relay.map { "relay \($0.url)" } ?? "shared folder \(configuration.sharedFolder)"), account \(active.account ?? "(none: local store)"), socket \(configuration.socketPath), config \(configuration.source)",
+            metadata: ["message_id": "\(MessageID.ready)", "node": "\(nodeID)"])
         notifier.ready(status: statusLine())
+        startAccountWork()
+    }
+
+    /// Wakes the loop on the mounted store's commits and on arrivals in its account's folder.
+    func startWatchers() {
+        reloading.withLock { _ in
+            guard let store else { return }
+            install(\.commitWatcher, waking: store.commits())
+            watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
+        }
+    }
+
+    /// Wakes the loop on each element of `stream`, in place of the watcher at `slot` (none once stopped).
+    private func install<Element: Sendable>(_ slot: WritableKeyPath<State, Task<Void, Never>?>, waking stream: AsyncStream<Element>) {
+        let loop = self.loop
+        let watcher = Task { for await _ in stream { loop.wake() } }
+        let (previous, stopped) = state.withLock { state in
+            defer { if !state.stopped { state[keyPath: slot] = watcher } }
+            return (state[keyPath: slot], state.stopped)
+        }
+        previous?.cancel()
+        if stopped { watcher.cancel() }
+    }
+
+    /// Ends the watchers of the mounted store (before it is let go of).
+    func stopWatchers() {
+        let watchers = reloading.withLock { _ in
+            state.withLock { state in
+                defer {
+                    state.commitWatcher = nil
+                    state.arrivalsWatcher = nil
+                }
+                return [state.commitWatcher, state.arrivalsWatcher]
+            }
+        }
+        for watcher in watchers { watcher?.cancel() }
     }
 
     /// (Re)starts the watcher of the shared folder; callers hold ``reloading`` or run before any reload.
     private func watchArrivals(rescanIntervalMilliseconds: Int) {
-        let arrivals = transport.arrivals(rescanInterval: .milliseconds(rescanIntervalMilliseconds))
-        let loop = self.loop
-        let watcher = Task { for await _ in arrivals { loop.wake() } }
-        let (previous, stopped) = state.withLock { state in
-            defer { if !state.stopped { state.arrivalsWatcher = watcher } }
-            return (state.arrivalsWatcher, state.stopped)
-        }
-        previous?.cancel()
-        if stopped { watcher.cancel() }
+        guard let transport = mounted.withLock({ $0?.transport }) else { return }
+        install(\.arrivalsWatcher, waking: transport.arrivals(rescanInterval: .milliseconds(rescanIntervalMilliseconds)))
     }
 
     /// Stops promptly: the round in progress is asked to stop at its next safe point (every import batch
@@ -253,6 +309,8 @@ public final class SyncDaemon: Sendable {
             }
         }
         for watcher in watchers { watcher?.cancel() }
+        switchCancellation.cancel()
+        retainedWakeup.signal()
         let ended = loop.stop(within: Self.stopDeadline)
         server.stop()
         guard ended else {
@@ -261,7 +319,10 @@ public final class SyncDaemon: Sendable {
             return
         }
         // The checkpoint may wait for another process's readers: it gets a second, then the exit goes on.
-        let store = self.store
+        guard let store = self.store else {
+            logger.info("syncd stopped")
+            return
+        }
         let checkpointed = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             try? store.checkpoint()
@@ -295,7 +356,10 @@ public final class SyncDaemon: Sendable {
         var needsRestart: [String] = []
         if new.storePath != old.storePath { needsRestart.append("store.path") }
         if new.schemaPath != old.schemaPath { needsRestart.append("store.schema") }
-        if new.account != old.account { needsRestart.append("sync.account") }
+        if new.account != old.account {
+            // Once a switch has happened, the active account is the one syncctl account chose.
+            if !DurableFiles.exists(accounts.stateFile) { needsRestart.append("sync.account") }
+        }
         if new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
         if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
         var applied = old
@@ -308,7 +372,7 @@ public final class SyncDaemon: Sendable {
         logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
         state.withLock { $0.configuration = applied }
         loop.reconfigure(
-            engine: loop.engine.reconfigured(applied.syncConfiguration),
+            engine: loop.engine.map { $0.reconfigured(applied.syncConfiguration.for($0.configuration.account)) },
             maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
         if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
@@ -320,7 +384,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// The one-line STATUS= systemd shows in `systemctl status`.
-    private func statusLine() -> String {
+    func statusLine() -> String {
         let (phase, summary, error) = state.withLock { ($0.phase, $0.lastSummary, $0.lastError) }
         if let halted = loop.halted { return "halted: \(halted.prefix(120))" }
         var line = "\(phase.rawValue)"
@@ -348,6 +412,10 @@ public final class SyncDaemon: Sendable {
                 response.history = try history(limit: max(1, min(request.limit ?? 20, 10_000)))
             case .trigger:
                 let timeout = Self.seconds(request.timeoutMilliseconds, default: 30)
+                if let reason = notSyncing() {
+                    fail(.syncFailed, reason)
+                    break
+                }
                 switch loop.trigger(timeout: timeout) {
                 case nil:
                     if state.withLock({ $0.stopped }) {
@@ -381,6 +449,12 @@ public final class SyncDaemon: Sendable {
                 }
             case .watch:
                 fail(.badRequest, "watch is a stream: send it on a connection of its own")
+            case .accountStatus, .accountList:
+                response.accounts = accountReport()
+            case .accountSwitch, .accountLogout:
+                let outcome = requestSwitch(request)
+                response.accounts = accountReport()
+                if let (code, message) = outcome { fail(code, message) }
             }
         } catch {
             fail(.internalError, String(describing: error))
@@ -398,12 +472,13 @@ public final class SyncDaemon: Sendable {
             ($0.lastSummary, $0.lastReport, $0.lastError, $0.phase, $0.configuration)
         }
         let halted = loop.halted
-        let pending = try store.pendingExports()
+        let store = self.store
+        let pending = try store?.pendingExports() ?? (transactions: 0, segments: 0)
         var peers: [String: PeerStatus] = [:]
         func peer(_ node: String) -> PeerStatus {
             peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
         }
-        for (node, applied, at) in try store.peerCursors() {
+        for (node, applied, at) in try store?.peerCursors() ?? [] {
             peers[node.rawValue] = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
         }
         // What could be applied: segments that follow on from the cursor without a gap and were not
@@ -425,20 +500,22 @@ public final class SyncDaemon: Sendable {
             return peer
         }.sorted { $0.node < $1.node }
         let ignored = (report?.ignored ?? []).sorted { ($0.reason.isSuspicious ? 0 : 1, $0.path) < ($1.reason.isSuspicious ? 0 : 1, $1.path) }
+        let accounts = accountReport()
+        let relayContact = (mounted.withLock { $0?.transport } as? RelayTransport)?.lastContact
         return DaemonStatus(
-            state: halted != nil ? .halted : phase, account: configuration.account, node: store.nodeID, store: configuration.storePath,
+            state: halted != nil ? .halted : phase, account: accounts.active ?? "", node: store?.nodeID ?? "", store: accounts.store,
             sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
             pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
-            quarantined: try store.quarantined().map {
+            quarantined: try (store?.quarantined() ?? []).map {
                 QuarantineEntry(node: $0.node.rawValue, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence, reason: $0.reason, location: $0.location)
             },
             rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
             ignored: ignored.prefix(DaemonStatus.ignoredListLimit).map { IgnoredEntry(path: $0.path, reason: $0.reason.description) },
-            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relay?.lastContact)
+            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relayContact, accounts: accounts)
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {
-        try store.recentHistory(limit: limit).map {
+        try mountedStore().recentHistory(limit: limit).map {
             HistoryEntry(token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), time: $0.timestamp.wallClockDescription, author: $0.author, context: $0.contextName,
                          origin: $0.origin.description, changes: $0.changes.count)
         }
@@ -447,7 +524,7 @@ public final class SyncDaemon: Sendable {
     /// SQLite's full `integrity_check` of the store, on a connection of its own (the sync loop goes on
     /// meanwhile). Damage halts syncing.
     func check(timeLimit: Double) throws -> CheckResult {
-        let report = try store.checkIntegrity(full: true, timeLimit: .milliseconds(Int(timeLimit * 1000)))
+        let report = try mountedStore().checkIntegrity(full: true, timeLimit: .milliseconds(Int(timeLimit * 1000)))
         let milliseconds = Int(report.elapsed.components.seconds * 1000 + report.elapsed.components.attoseconds / 1_000_000_000_000_000)
         if !report.isIntact {
             let reason = "syncctl check found the store damaged: \(report.problems.prefix(3).joined(separator: "; ")); syncing stopped so that the damage cannot spread. "
@@ -459,10 +536,10 @@ public final class SyncDaemon: Sendable {
         return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
     }
 
-    func subscribe(_ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
+    func subscribe(accountEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
         state.withLock { state in
             state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = handler
+            state.subscribers[state.nextSubscriber] = (accountEvents, handler)
             return state.nextSubscriber
         }
     }
@@ -473,7 +550,7 @@ public final class SyncDaemon: Sendable {
 
     // MARK: - Rounds
 
-    private func setPhase(_ phase: DaemonStatus.State) {
+    func setPhase(_ phase: DaemonStatus.State) {
         state.withLock { if $0.phase != .stopping { $0.phase = phase } }
     }
 
@@ -555,8 +632,9 @@ public final class SyncDaemon: Sendable {
 
     /// Hands an event to every subscriber. Subscribers only enqueue (``EventQueue``): publishing never
     /// waits for a client.
-    private func publish(_ event: DaemonEvent) {
-        let handlers = state.withLock { Array($0.subscribers.values) }
+    func publish(_ event: DaemonEvent) {
+        let isAccountEvent = [.storesWillChange, .switchProgress, .storesDidChange].contains(event.kind)
+        let handlers = state.withLock { $0.subscribers.values.filter { $0.accountEvents || !isAccountEvent }.map(\.handler) }
         for handler in handlers { handler(event) }
     }
 }

@@ -33,7 +33,10 @@ final class SyncLoop: Sendable {
         var running = false
         /// Why the loop no longer syncs (a damaged store), when it does not.
         var halted: String?
-        var engine: SyncEngine
+        /// nil while no store is mounted (an account switch, or the local store): no rounds run.
+        var engine: SyncEngine?
+        /// A round is running (with the engine it was given).
+        var inRound = false
         var maximumBackoff: Double
         /// Triggers waiting for a round to finish.
         var waiters: [Int: DispatchSemaphore] = [:]
@@ -56,21 +59,45 @@ final class SyncLoop: Sendable {
     private let heartbeat: @Sendable () -> Void
     private let heartbeatInterval: Double
 
-    init(engine: SyncEngine, maximumBackoffMilliseconds: Int, heartbeatInterval: Double = 3_600, heartbeat: @escaping @Sendable () -> Void = {}) {
+    init(engine: SyncEngine?, maximumBackoffMilliseconds: Int, heartbeatInterval: Double = 3_600, heartbeat: @escaping @Sendable () -> Void = {}) {
         state = Mutex(State(engine: engine, maximumBackoff: Double(maximumBackoffMilliseconds) / 1000))
         self.heartbeat = heartbeat
         self.heartbeatInterval = heartbeatInterval
     }
 
     /// The engine the next round runs.
-    var engine: SyncEngine { state.withLock { $0.engine } }
+    var engine: SyncEngine? { state.withLock { $0.engine } }
 
     /// New settings from a reload; the round in progress finishes with the old ones.
-    func reconfigure(engine: SyncEngine, maximumBackoffMilliseconds: Int) {
+    func reconfigure(engine: SyncEngine?, maximumBackoffMilliseconds: Int) {
         state.withLock { state in
-            state.engine = engine
+            if state.engine != nil { state.engine = engine }
             state.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
         }
+    }
+
+    /// Stops running rounds on the current engine (an account switch lets go of its store): no round
+    /// starts after this, and it waits up to `seconds` for the one in progress to end. Returns whether
+    /// no round runs any more.
+    func detach(within seconds: Double) -> Bool {
+        state.withLock { $0.engine = nil }
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while state.withLock({ $0.inRound }) {
+            guard ContinuousClock.now < deadline else { return false }
+            usleep(2_000)
+        }
+        return true
+    }
+
+    /// Runs rounds on `engine` from now on, starting with one at once.
+    func attach(_ engine: SyncEngine) {
+        state.withLock { state in
+            state.engine = engine
+            state.pending = true
+            state.failures = 0
+            state.backoffUntil = nil
+        }
+        wakeup.signal()
     }
 
     /// Starts the loop's thread; `onStart` and `onRound` are called on it before and after each round.
@@ -182,14 +209,15 @@ final class SyncLoop: Sendable {
             let next: Next = state.withLock { state in
                 if state.stopping { return .stop }
                 let backingOff = state.backoffUntil.map { $0 > now } ?? false
-                guard state.halted == nil, state.pending, !backingOff else {
+                guard state.halted == nil, state.pending, !backingOff, let engine = state.engine else {
                     // Sleep until the next heartbeat, or the end of the backoff when a round waits for it.
-                    let until = state.pending && state.halted == nil ? min(state.backoffUntil ?? nextBeat, nextBeat) : nextBeat
+                    let until = state.pending && state.halted == nil && state.engine != nil ? min(state.backoffUntil ?? nextBeat, nextBeat) : nextBeat
                     return .sleep(until: until)
                 }
                 state.pending = false
                 state.started += 1
-                return .run(round: state.started, engine: state.engine)
+                state.inRound = true
+                return .run(round: state.started, engine: engine)
             }
             switch next {
             case .stop:
@@ -204,6 +232,7 @@ final class SyncLoop: Sendable {
                 onStart(round)
                 let outcome = run(round, engine)
                 state.withLock { state in
+                    state.inRound = false
                     state.finished = round
                     state.outcomes[round] = outcome
                     state.outcomes = state.outcomes.filter { $0.key > round - 16 }

@@ -406,6 +406,19 @@ public final class Store: Sendable {
         }
     }
 
+    /// Writes a consistent copy of the store to a new file at `path` (`VACUUM INTO`), for a logout that
+    /// keeps an account's data as the local store. An existing file at `path` is replaced.
+    public func copy(to path: String) throws {
+        for file in AccountStores.files(of: path) { try? DurableFiles.remove(file) }
+        try writer.withLock { state in
+            do {
+                try state.connection.execute("VACUUM INTO '\(path.replacingOccurrences(of: "'", with: "''"))'")
+            } catch {
+                throw Self.storeError(error, path: self.path, doing: "copying the store to \(path)")
+            }
+        }
+    }
+
     // MARK: - Opening
 
     /// Checks the directory and any existing file before SQLite touches them; returns whether the file exists.

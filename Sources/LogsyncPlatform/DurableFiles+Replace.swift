@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension DurableFiles {
+    /// Replaces the file at `path` with `bytes` so that a crash leaves either the old content or the
+    /// new, never a mix: written to `path.tmp`, fsynced, renamed over `path`, the folder fsynced.
+    public static func replace(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { throw .last("open", path: temporary) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let error = SystemError.last("write", path: temporary)
+                close(fd)
+                throw error
+            }
+            written += count
+        }
+        guard fsync(fd) == 0 else {
+            let error = SystemError.last("fsync", path: temporary)
+            close(fd)
+            throw error
+        }
+        close(fd)
+        try rename(temporary, to: path)
+    }
+
+    /// Renames `source` to `destination` (in the same folder) and fsyncs that folder, so that the rename
+    /// survives a power cut.
+    public static func rename(_ source: String, to destination: String) throws(SystemError) {
+        guard Glibc.rename(source, destination) == 0 else { throw .last("rename", path: source) }
+        try syncFolder(of: destination)
+    }
+
+    /// Removes a file if it exists; succeeds when it is already gone. Call ``syncFolder(of:)`` after a
+    /// group of removals to make them durable.
+    public static func remove(_ path: String) throws(SystemError) {
+        guard unlink(path) == 0 || errno == ENOENT else { throw .last("unlink", path: path) }
+    }
+
+    /// fsyncs the folder that holds `path`.
+    public static func syncFolder(of path: String) throws(SystemError) {
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let fd = open(folder.isEmpty ? "/" : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .last("open", path: folder) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw .last("fsync", path: folder) }
+    }
+
+    /// Whether a file (of any kind) exists at `path`, without following a final link.
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+}
