@@ -1,4 +1,5 @@
 import ArgumentParser
+import LogsyncCore
 
 /// `logsync-bench SUITE [--quick]`: measures logsync against plain SQLite baselines taken in the same run.
 ///
@@ -16,7 +17,12 @@ struct LogsyncBench: ParsableCommand {
         discussion: """
             stdout: one JSON object per line per metric, keys in the order \
             suite, metric, value, unit, goal, better. Progress goes to stderr.
+
+            Exit statuses (docs/exit-codes.md): 0 every metric measured (a missed goal is data, not a \
+            failure); 1 a run failed (a precondition, a daemon that did not converge); 64 bad command line; \
+            69 an executable a suite starts (syncd, sync-relay) is not built.
             """,
+        version: LogsyncVersion.current,
         subcommands: [
             CaptureSuite.self,
             ReplaySuite.self,

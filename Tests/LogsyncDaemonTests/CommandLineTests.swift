@@ -11,7 +11,7 @@ import Testing
 /// `--help`, 64 for a bad command line, `--json` where the output is data, ISO 8601 UTC times.
 @Suite("command-line conventions")
 struct CommandLineTests {
-    static let tools = ["syncd", "syncctl", "logsync", "notes"]
+    static let tools = ["syncd", "syncctl", "logsync", "notes", "sync-relay", "logsync-bench"]
 
     @Test("every command answers --version with logsync's version, --help with its usage, and a bad command line with 64", arguments: tools)
     func versionHelpUsage(tool: String) async throws {
