@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "LogsyncSystemd", dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "LogsyncRelayTransport", dependencies: ["CCurl", "LogsyncCore", "LogsyncPlatform", "LogsyncTransport"]),
         .target(

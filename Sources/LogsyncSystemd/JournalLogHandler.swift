@@ -1,9 +1,8 @@
 import CSystemd
+import Foundation
 import Logging
+import LogsyncPlatform
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// A swift-log handler for daemons: structured entries to the journal when stderr is connected to it
 /// (systemd sets `JOURNAL_STREAM`), plain lines on stderr otherwise.
@@ -46,8 +45,7 @@ public struct JournalLogHandler: LogHandler {
             let details = fields.filter { $0.key != "message_id" }.sorted { $0.key < $1.key }
             if !details.isEmpty { line += " (" + details.map { "\($0.key)=\($0.value)" }.joined(separator: ", ") + ")" }
             line += "\n"
-            let bytes = Array(line.utf8)
-            _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+            StandardError.write(Array(line.utf8))
         }
     }
 
@@ -92,10 +90,8 @@ public struct JournalLogHandler: LogHandler {
 
     /// systemd sets JOURNAL_STREAM to stderr's "device:inode" when stderr goes to the journal.
     static func stderrIsJournal() -> Bool {
-        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
-        var info = stat()
-        guard fstat(2, &info) == 0 else { return false }
-        return value == "\(info.st_dev):\(info.st_ino)"
+        guard let value = ProcessInfo.processInfo.environment["JOURNAL_STREAM"] else { return false }
+        return StandardError.isStream(value)
     }
 }
 

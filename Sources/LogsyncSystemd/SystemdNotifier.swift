@@ -1,7 +1,6 @@
 import CSystemd
-#if canImport(Glibc)
-import Glibc
-#endif
+import Foundation
+import LogsyncPlatform
 
 /// Tells the service manager how the daemon is doing (sd_notify): ready, status, watchdog pings,
 /// reloading, stopping. Every call is a no-op when not started by systemd (no `NOTIFY_SOCKET`).
@@ -9,7 +8,7 @@ public struct SystemdNotifier: Sendable {
     public init() {}
 
     /// Whether a service manager listens (NOTIFY_SOCKET is set).
-    public var isActive: Bool { getenv("NOTIFY_SOCKET") != nil }
+    public var isActive: Bool { ProcessInfo.processInfo.environment["NOTIFY_SOCKET"] != nil }
 
     /// The watchdog interval systemd expects pings within (`WatchdogSec=`), or nil.
     public var watchdogInterval: Duration? {
@@ -27,10 +26,7 @@ public struct SystemdNotifier: Sendable {
     /// Before re-reading the configuration; follow with ``ready(status:)``. systemd 252 does not wait for
     /// this (that is `Type=notify-reload`, 253+); `ExecReload=syncctl reload` waits instead.
     public func reloading() {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
-        send(["RELOADING=1", "MONOTONIC_USEC=\(microseconds)"])
+        send(["RELOADING=1", "MONOTONIC_USEC=\(MonotonicClock.microseconds())"])
     }
 
     public func stopping() { send(["STOPPING=1"]) }
