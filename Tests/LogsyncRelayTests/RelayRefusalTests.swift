@@ -46,7 +46,7 @@ import Testing
         let list = try await fixture.relay.admin(["token", "list", "--json"])
         let tokens = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
         let boundID = try #require(tokens.first { $0["node"] as? String == boundNode }?["id"] as? String)
-        #expect(!list.stdout.contains(String(bound.split(separator: "_").last!)), "token list shows no secret")
+        #expect(!list.stdout.contains(String(bound.split(separator: "_", maxSplits: 2).last!)), "token list shows no secret")
         let revoke = try await fixture.relay.admin(["token", "revoke", boundID])
         #expect(revoke.status == 0, "\(revoke.stderr)")
         let revoked = try await fixture.push(node: boundNode, first: 2, last: 2, bytes: try SegmentFixtures.segment(account: fixture.account, node: boundNode, first: 2, last: 2), token: bound)
@@ -54,7 +54,7 @@ import Testing
 
         try await expectStored(fixture, ["\(boundNode)/1-1"])
         // No secret in the relay's log or database in clear.
-        let secret = String(fixture.token.split(separator: "_").last!)
+        let secret = String(fixture.token.split(separator: "_", maxSplits: 2).last!)
         #expect(fixture.relay.log.contains("[notice]: refused PUT"), "a line per refusal at notice level")
         #expect(!fixture.relay.log.contains(secret))
         let database = try Data(contentsOf: URL(fileURLWithPath: fixture.relay.database))
