@@ -160,6 +160,12 @@ public final class Subprocess: Sendable {
         return found
     }
 
+    /// SIGTERM, then waits up to `timeout` for the exit; returns the status.
+    public func terminate(timeout: Duration = .seconds(20)) async throws -> Int32 {
+        kill(process.processIdentifier, SIGTERM)
+        return try await waitForExit(timeout: timeout)
+    }
+
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         guard try await poll(timeout: timeout, every: .milliseconds(5), { process.isRunning ? nil : true }) != nil else {
             kill(process.processIdentifier, SIGKILL)

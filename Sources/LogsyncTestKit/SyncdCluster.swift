@@ -126,8 +126,7 @@ public final class SyncdNode: Sendable {
     @discardableResult
     public func stop(timeout: Duration = .seconds(20)) async throws -> Int32 {
         guard let process else { return 0 }
-        kill(process.process.processIdentifier, SIGTERM)
-        let status = try await process.waitForExit(timeout: timeout)
+        let status = try await process.terminate(timeout: timeout)
         retire()
         return status
     }

@@ -59,14 +59,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
     static let readyTimeout: Duration = .seconds(20)
     static let account = "bench"
 
-    /// ``NoteFixture/schema`` as the JSON that `syncd` reads (checked against it at run time).
-    static let schemaJSON = """
-        {"version": 1, "entities": [
-          {"name": "Note", "primaryKey": {"name": "id", "type": "uuid"},
-           "attributes": [{"name": "title", "type": "text"}, {"name": "body", "type": "text"},
-                          {"name": "rank", "type": "integer"}, {"name": "score", "type": "real"}]}
-        ]}
-        """
+    /// The schema file every daemon of the suites registers: ``NoteFixture/schema``, written from code.
+    static var schemaJSON: String { NoteFixture.schema.json }
 
     func run() throws {
         let sizes = options.quick ? Sizes.quick : Sizes.full
@@ -81,10 +75,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
                 + "\(sizes.samples) samples after \(Self.warmUpSamples) warm-up, \(formatted(Self.spacing.inMilliseconds, decimals: 0)) ms idle between; "
                 + "\(ProcessInfo.processInfo.activeProcessorCount) cores")
 
-        let schema = try Schema(json: Data(Self.schemaJSON.utf8))
-        guard schema == NoteFixture.schema else {
-            throw BenchError("the latency suite's schema JSON does not match NoteFixture.schema")
-        }
+        let schema = NoteFixture.schema
 
         let samples = try withTemporaryDirectory { directory in
             try Self.measure(directory: directory, syncd: syncd, schema: schema, samples: sizes.samples)

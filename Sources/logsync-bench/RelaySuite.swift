@@ -53,7 +53,7 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("longpoll_p50_ms", Stats.percentile(fanOut, 50), unit: "ms", goal: nil, .lower))
             Report.emit(metric("longpoll_p99_ms", Stats.percentile(fanOut, 99), unit: "ms", goal: 100, .lower))
 
-            let schema = try Schema(json: Data(LatencySuite.schemaJSON.utf8))
+            let schema = NoteFixture.schema
             let tokens = try ["a", "b"].map { name -> String in
                 let path = directory.file("\(name).token")
                 try Data((try relay.admin(["token", "issue", LatencySuite.account]) + "\n").utf8).write(to: URL(fileURLWithPath: path))

@@ -62,7 +62,7 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
                     + "(the *_100k metrics are measured at \(grouped(sizes.levels.last!))), \(sizes.samples) samples × \(sizes.rounds) rounds, "
                     + "soak \(formatted((minutes ?? sizes.soakMinutes) * 60, decimals: 0)) s instead of \(formatted(Sizes.full.soakMinutes, decimals: 0)) min")
         }
-        let schema = try Schema(json: Data(LatencySuite.schemaJSON.utf8))
+        let schema = NoteFixture.schema
         if !soakOnly { try arrivals(sizes: sizes, syncd: syncd, schema: schema) }
         if !noSoak { try soak(minutes: minutes ?? sizes.soakMinutes, syncd: syncd, schema: schema) }
     }
