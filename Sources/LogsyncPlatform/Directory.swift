@@ -41,7 +41,7 @@ public enum FileKind: String, Sendable, Hashable, CustomStringConvertible {
 ///   without `O_NONBLOCK` waits for a writer forever).
 public final class Directory: Sendable {
     public let path: String
-    private let descriptor: Int32
+    let descriptor: Int32
 
     private init(path: String, descriptor: Int32) {
         self.path = path
@@ -59,7 +59,7 @@ public final class Directory: Sendable {
         return Directory(path: path, descriptor: fd)
     }
 
-    private func child(_ name: String) -> String { path + "/" + name }
+    func child(_ name: String) -> String { path + "/" + name }
 
     /// The directory `name` in this one, never through a link; created (mode 0755) first when `create`
     /// and it does not exist.
@@ -212,6 +212,16 @@ public final class Directory: Sendable {
     /// without replacing an existing file, and fsyncs this directory, so the name appears only with its
     /// complete content and survives a crash. The temporary file is removed on every path out.
     public func publish(_ bytes: [UInt8], as name: String, temporaryName: String) throws(SystemError) -> PublishResult {
+        var sent = false
+        return try publish(as: name, temporaryName: temporaryName) {
+            defer { sent = true }
+            return sent ? nil : bytes
+        }
+    }
+
+    /// ``publish(_:as:temporaryName:)`` for content that comes in chunks (`next` returns nil at the end):
+    /// a file larger than memory should hold, such as a baseline.
+    public func publish(as name: String, temporaryName: String, chunks next: () throws(SystemError) -> [UInt8]?) throws(SystemError) -> PublishResult {
         let temporaryPath = child(temporaryName)
         let fd = openat(descriptor, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .last("open", path: temporaryPath) }
@@ -220,14 +230,8 @@ public final class Directory: Sendable {
             if !closed { close(fd) }
             unlinkat(descriptor, temporaryName, 0)
         }
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw .last("write", path: temporaryPath)
-            }
-            offset += written
+        while let bytes = try next() {
+            try Self.writeAll(bytes, to: fd, path: temporaryPath)
         }
         guard fsync(fd) == 0 else { throw .last("fsync", path: temporaryPath) }
         closed = true
@@ -248,6 +252,18 @@ public final class Directory: Sendable {
         }
         try sync()
         return .created
+    }
+
+    static func writeAll(_ bytes: [UInt8], to fd: Int32, path: String) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw .last("write", path: path)
+            }
+            offset += written
+        }
     }
 
     /// fsyncs the directory, making new names in it durable.

@@ -300,3 +300,21 @@ struct ErrorAnswer: Decodable {
     var code: String
     var message: String
 }
+
+// Bounded growth through the relay: not served by this relay version yet. Each refuses with a clear
+// reason, so the engine reports it and keeps everything (nothing is pruned without progress records).
+extension RelayTransport {
+    private static func notYet(_ what: String) -> TransportError {
+        TransportError(.refused, "the relay client cannot \(what) yet: retention through a relay is not available in this version")
+    }
+
+    public func publishProgress(_ bytes: [UInt8]) throws(TransportError) { throw Self.notYet("publish progress records") }
+    public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] { throw Self.notYet("read progress records") }
+    public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) { throw Self.notYet("publish baselines") }
+    public func baselines() throws(TransportError) -> [BaselineName] { throw Self.notYet("list baselines") }
+    public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
+        throw Self.notYet("read baselines")
+    }
+    public func remove(_ name: SegmentName) throws(TransportError) { throw Self.notYet("delete segments") }
+    public func remove(_ name: BaselineName) throws(TransportError) { throw Self.notYet("delete baselines") }
+}

@@ -303,6 +303,123 @@ public struct DirectoryTransport: Transport {
         }
     }
 
+    // MARK: Bounded growth (docs/retention.md)
+
+    public func publishProgress(_ bytes: [UInt8]) throws(TransportError) {
+        let target = nodeFolder(node) + "/" + ProgressRecordName.fileName
+        do {
+            try openNodeFolder(node).replace(ProgressRecordName.fileName, with: bytes, temporaryName: temporaryName(for: ProgressRecordName.fileName))
+        } catch {
+            throw TransportError(.io, "cannot write the progress record \(target)\(Self.hint(error))", path: target, cause: error)
+        }
+    }
+
+    public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
+        let account = try openAccountFolder()
+        let entries: [Directory.Entry]
+        do {
+            entries = try account.entries()
+        } catch {
+            throw TransportError(.io, "cannot list the account folder \(accountFolder)", path: accountFolder, cause: error)
+        }
+        var records: [NodeID: [UInt8]] = [:]
+        for entry in entries where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) {
+            guard let folder = try? account.subdirectory(entry.name),
+                case .bytes(let bytes)? = try? folder.read(ProgressRecordName.fileName, maximumBytes: ProgressRecord.maximumByteCount)
+            else { continue }
+            records[NodeID(entry.name)] = bytes
+        }
+        return records
+    }
+
+    public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) {
+        try requireOwn(name.node, "publish a baseline of")
+        let target = nodeFolder(name.node) + "/" + name.fileName
+        do {
+            let folder = try openNodeFolder(name.node)
+            var failure: (any Error)?
+            let result = try folder.publish(as: name.fileName, temporaryName: temporaryName(for: name.fileName)) { () throws(SystemError) -> [UInt8]? in
+                do {
+                    return try next()
+                } catch {
+                    failure = error
+                    throw SystemError(call: "write", path: target, errno: EIO)
+                }
+            }
+            if let failure { throw TransportError(.io, "cannot write baseline \(target): \(failure)", path: target) }
+            // An existing file of the same name holds the same frontier's state: the same bytes.
+            _ = result
+        } catch let error as TransportError {
+            throw error
+        } catch {
+            let hint = (error as? SystemError)?.isNoSpace == true ? " (the disk is full: free space; nothing was lost)" : ""
+            throw TransportError(.io, "cannot write baseline \(target)\(hint)", path: target, cause: error as? SystemError)
+        }
+    }
+
+    public func baselines() throws(TransportError) -> [BaselineName] {
+        let account = try openAccountFolder()
+        var names: [BaselineName] = []
+        guard let entries = try? account.entries() else { return [] }
+        for entry in entries where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) {
+            guard let files = try? account.subdirectory(entry.name).entries() else { continue }
+            for file in files where file.kind == .regular {
+                if let name = BaselineName.parse(fileName: file.name, node: NodeID(entry.name)) { names.append(name) }
+            }
+        }
+        return names.sorted()
+    }
+
+    public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
+        let target = nodeFolder(name.node) + "/" + name.fileName
+        do {
+            switch try openNodeFolder(name.node).openChunks(name.fileName, maximumBytes: maximumBytes) {
+            case .reader(let reader):
+                while let chunk = try reader.next() { try consume(chunk) }
+            case .tooLarge(let size):
+                throw TransportError(.tooLarge, "baseline \(target) is \(size) bytes, larger than the \(maximumBytes)-byte limit", path: target)
+            case .notRegular(let kind):
+                throw TransportError(.notRegularFile, "\(target) is a \(kind), not a regular file", path: target)
+            }
+        } catch let error as TransportError {
+            throw error
+        } catch let error as SystemError {
+            throw TransportError(.io, "cannot read baseline \(target)\(Self.hint(error))", path: target, cause: error)
+        } catch {
+            throw TransportError(.io, "cannot read baseline \(target): \(error)", path: target)
+        }
+    }
+
+    public func remove(_ name: SegmentName) throws(TransportError) {
+        try requireOwn(name.node, "delete segment \(name.fileName) of")
+        try removeOwn(name.fileName)
+    }
+
+    public func remove(_ name: BaselineName) throws(TransportError) {
+        try requireOwn(name.node, "delete baseline \(name.fileName) of")
+        try removeOwn(name.fileName)
+    }
+
+    private func removeOwn(_ file: String) throws(TransportError) {
+        let target = nodeFolder(node) + "/" + file
+        do {
+            try openNodeFolder(node).removeFile(file)
+        } catch {
+            throw TransportError(.io, "cannot delete \(target)\(Self.hint(error))", path: target, cause: error)
+        }
+    }
+
+    /// A node writes and deletes only in its own folder.
+    private func requireOwn(_ owner: NodeID, _ what: String) throws(TransportError) {
+        guard owner == node else {
+            throw TransportError(.forbidden, "refused to \(what) node \(owner): a node only writes and deletes its own files", path: nodeFolder(owner))
+        }
+    }
+
+    private func temporaryName(for name: String) -> String {
+        "." + name + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".tmp"
+    }
+
     /// What an operator should know about a failed access in the shared folder, beyond errno.
     private static func hint(_ error: SystemError) -> String {
         switch error.errno {
@@ -408,6 +525,8 @@ public struct DirectoryTransport: Transport {
 
     /// Why a name that is not a segment is ignored, or nil for names not worth reporting.
     static func classify(_ name: String) -> IgnoredFile.Reason? {
+        // A node's own records: known, not segments, nothing to report.
+        if name == ProgressRecordName.fileName || BaselineName.parse(fileName: name, node: NodeID("")) != nil { return nil }
         if name.contains(".sync-conflict-") || name.contains("conflicted copy") { return .conflictCopy }
         if name.hasPrefix(".") || name.hasPrefix("~") || name.hasSuffix(".tmp") || name.hasSuffix(".partial") {
             return .temporary

@@ -26,6 +26,32 @@ public protocol Transport: Sendable {
     /// Wakes the caller when new segments may have arrived: at once where the transport can tell, and at
     /// least every `rescanInterval` otherwise. Ends when the consuming task is cancelled.
     func arrivals(rescanInterval: Duration) -> AsyncStream<Void>
+
+    // MARK: Bounded growth (docs/retention.md)
+
+    /// Replaces this node's progress record (``ProgressRecord``'s bytes) durably.
+    func publishProgress(_ bytes: [UInt8]) throws(TransportError)
+
+    /// Every node's progress record, this node's included, as stored (not yet verified). Records that
+    /// cannot be read are left out and reported in the transport's ignored files.
+    func progressRecords() throws(TransportError) -> [NodeID: [UInt8]]
+
+    /// Publishes one of this node's baselines durably, from chunks (`next` returns nil at the end).
+    /// Publishing an existing name again succeeds without writing: the same frontier has the same bytes.
+    func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError)
+
+    /// Every node's baselines, as named (not yet verified).
+    func baselines() throws(TransportError) -> [BaselineName]
+
+    /// Reads a baseline in chunks: `consume` gets each in order.
+    func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError)
+
+    /// Deletes one of this node's own segments (pruning). Refuses another node's: a node never deletes
+    /// what it did not write. Deleting a segment that is gone succeeds.
+    func remove(_ name: SegmentName) throws(TransportError)
+
+    /// Deletes one of this node's own baselines (a newer one replaced it). Refuses another node's.
+    func remove(_ name: BaselineName) throws(TransportError)
 }
 
 /// The result of scanning a transport.

@@ -16,6 +16,12 @@ enum CRC32 {
     static func checksum(_ bytes: [UInt8], _ range: Range<Int>) -> UInt32 {
         bytes.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
+
+    /// The CRC-32 of the bytes behind `crc` followed by `bytes`: a checksum computed as a stream passes.
+    static func update(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
+        return UInt32(truncatingIfNeeded: crc32_z(UInt(crc), base.assumingMemoryBound(to: Bytef.self), bytes.count))
+    }
 }
 
 /// A zlib (RFC 1950) compressor that accumulates its output in memory.
@@ -60,6 +66,12 @@ final class Deflater {
     func flush() throws(SegmentError) {
         try run([], flush: Z_SYNC_FLUSH)
         unflushedInputCount = 0
+    }
+
+    /// Hands over the compressed bytes produced so far and forgets them: a stream written out as it grows.
+    func takeOutput() -> [UInt8] {
+        defer { output.removeAll(keepingCapacity: true) }
+        return output
     }
 
     /// Discards everything written and starts a new stream.

@@ -1,0 +1,104 @@
+import Glibc
+
+/// Files in a shared folder that are replaced or removed by their owner: a node's progress record (replaced
+/// as a whole), its baselines and pruned segments (removed), and large files read in chunks. The same
+/// rules as every access through ``Directory``: relative to the descriptor, never through a link, regular
+/// files only.
+extension Directory {
+    /// Writes `bytes` to `temporaryName`, fsyncs it, renames it over `name` (replacing what is there, if
+    /// it is a regular file), and fsyncs the directory: readers see the old content or the new, whole.
+    public func replace(_ name: String, with bytes: [UInt8], temporaryName: String) throws(SystemError) {
+        if let kind = kind(of: name), kind != .regular {
+            throw SystemError(call: "rename", path: child(name), errno: EEXIST)
+        }
+        let temporaryPath = child(temporaryName)
+        let fd = openat(descriptor, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .last("open", path: temporaryPath) }
+        var closed = false
+        var renamed = false
+        defer {
+            if !closed { close(fd) }
+            if !renamed { unlinkat(descriptor, temporaryName, 0) }
+        }
+        try Self.writeAll(bytes, to: fd, path: temporaryPath)
+        guard fsync(fd) == 0 else { throw .last("fsync", path: temporaryPath) }
+        closed = true
+        guard close(fd) == 0 else { throw .last("close", path: temporaryPath) }
+        guard renameat(descriptor, temporaryName, descriptor, name) == 0 else { throw .last("rename", path: child(name)) }
+        renamed = true
+        try sync()
+    }
+
+    /// Removes the regular file `name` (never anything else) and fsyncs the directory. A file already gone
+    /// is not an error: removal is idempotent.
+    public func removeFile(_ name: String) throws(SystemError) {
+        guard let kind = kind(of: name) else { return }
+        guard kind == .regular else { throw SystemError(call: "unlink", path: child(name), errno: EISDIR) }
+        guard unlinkat(descriptor, name, 0) == 0 || errno == ENOENT else { throw .last("unlink", path: child(name)) }
+        try sync()
+    }
+
+    /// A regular file opened for reading in chunks (opened `O_NONBLOCK | O_NOFOLLOW`, checked with `fstat`).
+    public final class ChunkReader {
+        private let fd: Int32
+        public let path: String
+        public let size: Int
+        private let chunkSize: Int
+
+        fileprivate init(fd: Int32, path: String, size: Int, chunkSize: Int) {
+            self.fd = fd
+            self.path = path
+            self.size = size
+            self.chunkSize = chunkSize
+        }
+
+        deinit { close(fd) }
+
+        /// The next chunk, or nil at the end of the file.
+        public func next() throws(SystemError) -> [UInt8]? {
+            var bytes = [UInt8](repeating: 0, count: chunkSize)
+            while true {
+                let count = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw .last("read", path: path)
+                }
+                if count == 0 { return nil }
+                bytes.removeLast(chunkSize - count)
+                return bytes
+            }
+        }
+    }
+
+    /// What opening a file for chunked reading found.
+    public enum ChunkOpen {
+        case reader(ChunkReader)
+        case tooLarge(Int)
+        case notRegular(FileKind)
+    }
+
+    /// Opens the regular file `name` to be read in chunks of `chunkSize` bytes.
+    public func openChunks(_ name: String, maximumBytes: Int, chunkSize: Int = 1 << 20) throws(SystemError) -> ChunkOpen {
+        if let kind = kind(of: name), kind != .regular { return .notRegular(kind) }
+        let fd = openat(descriptor, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            if let kind = kind(of: name), kind != .regular { return .notRegular(kind) }
+            throw .last("open", path: child(name))
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw .last("fstat", path: child(name))
+        }
+        let kind = FileKind(mode: info.st_mode)
+        guard kind == .regular else {
+            close(fd)
+            return .notRegular(kind)
+        }
+        guard Int(info.st_size) <= maximumBytes else {
+            close(fd)
+            return .tooLarge(Int(info.st_size))
+        }
+        return .reader(ChunkReader(fd: fd, path: child(name), size: Int(info.st_size), chunkSize: chunkSize))
+    }
+}
