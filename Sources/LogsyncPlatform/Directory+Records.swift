@@ -102,3 +102,33 @@ extension Directory {
         return .reader(ChunkReader(fd: fd, path: child(name), size: Int(info.st_size), chunkSize: chunkSize))
     }
 }
+
+extension Directory {
+    /// A private file written in chunks (created or truncated, mode 0600, never through a link), for local
+    /// copies such as a baseline on its way in or out.
+    public final class ChunkWriter {
+        private let fd: Int32
+        public let path: String
+
+        fileprivate init(fd: Int32, path: String) {
+            self.fd = fd
+            self.path = path
+        }
+
+        deinit { close(fd) }
+
+        public func write(_ bytes: [UInt8]) throws(SystemError) { try Directory.writeAll(bytes, to: fd, path: path) }
+
+        /// Makes what was written durable.
+        public func sync() throws(SystemError) {
+            guard fsync(fd) == 0 else { throw .last("fsync", path: path) }
+        }
+    }
+
+    /// Creates (or empties) the file `name` for writing in chunks.
+    public func createFile(_ name: String) throws(SystemError) -> ChunkWriter {
+        let fd = openat(descriptor, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .last("open", path: child(name)) }
+        return ChunkWriter(fd: fd, path: child(name))
+    }
+}

@@ -16,15 +16,18 @@ public struct SyncConfiguration: Sendable {
     /// possible, ending a batch as soon as a local writer announces itself (``ImportBatching``).
     public var batching: ImportBatching
     public var limits: SegmentLimits
+    /// Progress records, baselines and pruning (`docs/retention.md`).
+    public var retention: RetentionConfiguration
 
     public init(
         account: String = "default", maximumChangesPerSegment: Int = 2_000, batching: ImportBatching = ImportBatching(),
-        limits: SegmentLimits = .default
+        limits: SegmentLimits = .default, retention: RetentionConfiguration = RetentionConfiguration()
     ) {
         self.account = account
         self.maximumChangesPerSegment = maximumChangesPerSegment
         self.batching = batching
         self.limits = limits
+        self.retention = retention
     }
 }
 
@@ -49,6 +52,8 @@ public final class SyncEngine: Sendable {
     /// start-up, every one): each is read once, a few per round after the imports, to check that it is
     /// what was applied. Names the engine applies itself are never here.
     private let unchecked: UncheckedSegments
+    /// What retention remembers between rounds (``RetentionMemory``): shared by reconfigured engines.
+    let retentionMemory: RetentionMemory
 
     /// At most this many segments at or below the cursor are read again per round, and for at most
     /// ``checkMilliseconds``: after a restart on a large folder, the check goes on over later rounds
@@ -70,6 +75,7 @@ public final class SyncEngine: Sendable {
         self.configuration = configuration
         running = NSLock()
         unchecked = UncheckedSegments()
+        retentionMemory = RetentionMemory()
     }
 
     private init(_ engine: SyncEngine, configuration: SyncConfiguration) {
@@ -78,6 +84,7 @@ public final class SyncEngine: Sendable {
         self.configuration = configuration
         running = engine.running
         unchecked = engine.unchecked
+        retentionMemory = engine.retentionMemory
     }
 
     /// The same engine with new settings (a reload): what it knows of the transport and what it has
@@ -87,6 +94,13 @@ public final class SyncEngine: Sendable {
     }
 
     public var node: NodeID { NodeID(store.nodeID) }
+
+    /// Runs `body` between rounds, never during one.
+    func serialized<T>(_ body: () throws -> T) rethrows -> T {
+        running.lock()
+        defer { running.unlock() }
+        return try body()
+    }
 
     /// One full round: export, publish, scan, import. Throws only for failures that stop the round (the
     /// store or the transport unusable); problems with individual segments are in the report.
@@ -109,6 +123,21 @@ public final class SyncEngine: Sendable {
             publishFailure = error
         }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+        // Bounded growth: a node behind what others pruned (or new) loads a baseline and imports what
+        // follows it; then progress, baselines and pruning, each when due. Problems here are reported in
+        // the retention status and never stop syncing.
+        if !cancelled(), configuration.retention.enabled {
+            let loaded: Bool
+            do {
+                loaded = try bootstrapIfNeeded(into: &report, cancelled: cancelled)
+            } catch let error as TransportError {
+                // A transport without baselines (or unreachable now): syncing goes on from segments.
+                noteRetentionProblem("looking for a baseline: \(error)")
+                loaded = false
+            }
+            if loaded, !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+            if !cancelled() { maintainRetention(force: false) }
+        }
         report.interrupted = cancelled()
         if let publishFailure { throw publishFailure }
         // Importing folds local writes made meanwhile into the outbox: publish them too.
@@ -283,6 +312,8 @@ public final class SyncEngine: Sendable {
         guard let applied = try store.appliedSegment(from: name.node, firstSequence: name.firstSequence),
             applied.lastSequence == name.lastSequence
         else {
+            // Included in a baseline this store loaded: never applied one by one, nothing to compare.
+            if name.lastSequence <= (try store.coveredByBaseline(name.node)) { return }
             try quarantine(name, reason: "overlaps sequences already applied from other segments of this node", location: location, into: &report)
             return
         }

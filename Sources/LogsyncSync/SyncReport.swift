@@ -36,6 +36,8 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// The run stopped early because it was asked to (syncd is stopping). Everything committed stays;
     /// the next run goes on from there.
     public var interrupted = false
+    /// The baseline this run loaded (a new node, or one behind what others pruned), if any.
+    public var loadedBaseline: BaselineName?
 
     public init() {}
 
@@ -53,6 +55,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
         if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }
         if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
+        if let loadedBaseline { parts.append("loaded baseline \(loadedBaseline)") }
         if interrupted { parts.append("interrupted by a stop") }
         return parts.joined(separator: ", ")
     }

@@ -17,7 +17,7 @@ struct Syncctl: ParsableCommand {
             reload that failed (syncd keeps its configuration).
             """,
         version: LogsyncVersion.current,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Account.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Prune.self, Account.self]
     )
 }
 
@@ -195,6 +195,15 @@ struct Status: ParsableCommand {
             print("last sync  none yet")
         }
         print("pending    \(status.pendingTransactions) transactions not yet exported, \(status.pendingSegments) segments not yet published")
+        if let retention = status.retention {
+            let baseline = retention.newestBaseline.map { "newest baseline \($0)" } ?? "no baseline yet"
+            print("retention  \(retention.retainedSegments) segments of this node kept, pruned through \(retention.prunedThrough); \(baseline)")
+            for holder in retention.holdingBack {
+                print("  held by \(holder.node) since \(UTCTime.iso8601(milliseconds: holder.activeAt)): \(holder.reason)")
+            }
+            for holder in retention.silent { print("  silent \(holder.node): \(holder.reason)") }
+            if let problem = retention.lastProblem { print("  problem: \(problem)") }
+        }
         print("peers      \(status.peers.isEmpty ? "none seen" : "")")
         for peer in status.peers { print("  \(describe(peer))") }
         if !status.quarantined.isEmpty {
@@ -324,5 +333,32 @@ struct Check: ParsableCommand {
             }
         }
         _ = try connection.required(response.check, "check")
+    }
+}
+
+struct Prune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete this node's segments that every active node has applied and every current baseline covers (docs/retention.md).",
+        discussion: "With --dry-run, only say what would go, what holds the rest back, and why. Exit 0 on success.")
+
+    @OptionGroup var connection: Connection
+    @Flag(help: "Say what would be deleted and why; delete nothing.") var dryRun = false
+
+    func run() throws {
+        let response = try connection.show(dryRun ? .prunePlan : .prune, wait: 120) { response in
+            guard let retention = response.retention else { return }
+            let verb = dryRun ? "would delete" : "deleted"
+            print("\(verb) \(retention.wouldDelete.count) segments of this node (pruned through sequence \(retention.prunedThrough), prunable through \(retention.prunableThrough))")
+            for name in retention.wouldDelete.prefix(20) { print("  \(name)") }
+            if retention.wouldDelete.count > 20 { print("  … and \(retention.wouldDelete.count - 20) more") }
+            for line in retention.explanation { print("why        \(line)") }
+            for holder in retention.holdingBack {
+                print("held by    \(holder.node): \(holder.reason) (active \(UTCTime.iso8601(milliseconds: holder.activeAt)))")
+            }
+            for holder in retention.silent { print("silent     \(holder.node): \(holder.reason)") }
+            if let baseline = retention.newestBaseline { print("baseline   \(baseline)") }
+            if let problem = retention.lastProblem { print("problem    \(problem)") }
+        }
+        _ = try connection.required(response.retention, "retention")
     }
 }

@@ -19,7 +19,7 @@ struct SharedFolderSyncTests {
         let engines = try stores.map { try cluster.engine($0, maximumChanges: 3) }
         for _ in 0..<40 {
             let store = stores.randomElement(using: &rng)!
-            try randomWrite(store, using: &rng)
+            try SyncCluster.randomWrite(store, using: &rng)
             if Int.random(in: 0..<3, using: &rng) == 0 { _ = try engines.randomElement(using: &rng)!.sync() }
         }
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
@@ -30,29 +30,6 @@ struct SharedFolderSyncTests {
         }
         let imported = try stores[0].history(filter: HistoryFilter(origins: [.remote(stores[1].nodeID)]), limit: 100_000).count
         #expect(UInt64(imported) <= (try stores[1].exportedSequence()), "never more imported transactions than exported")
-    }
-
-    private func randomWrite(_ store: Store, using rng: inout SeededRandom) throws {
-        let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
-        let labels = try store.read("SELECT id FROM Label").map { $0[0] }
-        let notes = try store.read("SELECT id FROM Note").map { $0[0] }
-        try store.write(author: "test") { tx in
-            switch Int.random(in: 0..<10, using: &rng) {
-            case 0: try tx.insert("Folder", ["id": SyncCluster.id(), "name": .text("f\(Int.random(in: 0..<3, using: &rng))")])
-            case 1:
-                let name = DatabaseValue.text("l\(Int.random(in: 0..<3, using: &rng))")
-                if try tx.rows("SELECT 1 FROM Label WHERE name = ?", [name]).isEmpty { try tx.insert("Label", ["id": SyncCluster.id(), "name": name]) }
-            case 2, 3, 4:
-                try tx.insert("Note", ["id": SyncCluster.id(), "title": "t", "rank": .integer(Int64.random(in: 0..<5, using: &rng)),
-                                       "folder": folders.randomElement(using: &rng) ?? .null, "label": labels.randomElement(using: &rng) ?? .null])
-            case 5, 6, 7:
-                if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, ["rank": .integer(Int64.random(in: 0..<5, using: &rng))]) }
-            case 8:
-                if let folder = folders.randomElement(using: &rng) { try tx.delete("Folder", key: folder) }
-            default:
-                if let label = labels.randomElement(using: &rng) { try tx.delete("Label", key: label) }
-            }
-        }
     }
 
     @Test("a second sync applies nothing again, and the history holds each imported transaction once")

@@ -23,6 +23,12 @@ public struct DaemonConfiguration: Sendable {
     public var source: String
     /// The relay to sync through instead of the shared folder (`[relay]`, RelayConfiguration.swift).
     public var relay: RelayConnection? = nil
+    /// `[retention]`: progress records, baselines and pruning (docs/retention.md).
+    public var retentionEnabled = true
+    public var silentNodeAfterSeconds = 30 * 86_400
+    public var baselineAfterTransactions = 10_000
+    public var progressIntervalMilliseconds = 60_000
+    public var pruneIntervalMilliseconds = 600_000
 
     /// A documented configuration key with its type and default.
     public struct Key: Sendable {
@@ -52,6 +58,16 @@ public struct DaemonConfiguration: Sendable {
             meaning: "imports commit at least this often, for writers that cannot announce themselves (the sqlite3 shell, other SQLite programs)"),
         Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
             meaning: "after failures, retry with exponential backoff up to this delay"),
+        Key(table: "retention", name: "enabled", type: "boolean", defaultValue: "true",
+            meaning: "publish progress records, write baselines, prune this node's old segments and bootstrap from baselines (docs/retention.md); false keeps everything"),
+        Key(table: "retention", name: "silent_node_after_s", type: "integer", defaultValue: "2592000",
+            meaning: "a node whose progress record is older than this (30 days) stops holding pruning back; when it returns it catches up from a baseline"),
+        Key(table: "retention", name: "baseline_after_transactions", type: "integer", defaultValue: "10000",
+            meaning: "write a new baseline once the store includes this many transactions more than this node's newest baseline"),
+        Key(table: "retention", name: "progress_interval_ms", type: "integer", defaultValue: "60000",
+            meaning: "publish this node's progress record at least this often (and at most once a second when it changes)"),
+        Key(table: "retention", name: "prune_interval_ms", type: "integer", defaultValue: "600000",
+            meaning: "prune this node's segments, older baselines and purged history this often (syncctl prune does it now)"),
         Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
             meaning: "the control socket syncctl talks to (owner-only, in a folder only syncd's user can write)"),
         Key(table: "log", name: "level", type: "string", defaultValue: "\"info\"",
@@ -148,6 +164,15 @@ public struct DaemonConfiguration: Sendable {
             case ("sync", "batch_changes"): batchChanges = try positive()
             case ("sync", "batch_ms"): batchMilliseconds = try positive()
             case ("sync", "max_backoff_ms"): maximumBackoffMilliseconds = try positive()
+            case ("retention", "enabled"):
+                guard case .boolean(let value) = entry.value else {
+                    throw ConfigError(file: file, line: entry.line, "'retention.enabled' must be true or false, found \(entry.value.typeName) (\(entry.value))")
+                }
+                retentionEnabled = value
+            case ("retention", "silent_node_after_s"): silentNodeAfterSeconds = try positive()
+            case ("retention", "baseline_after_transactions"): baselineAfterTransactions = try positive()
+            case ("retention", "progress_interval_ms"): progressIntervalMilliseconds = try positive()
+            case ("retention", "prune_interval_ms"): pruneIntervalMilliseconds = try positive()
             case ("control", "socket"):
                 socketPath = resolve(try string())
                 socketLine = entry.line

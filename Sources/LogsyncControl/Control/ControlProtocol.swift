@@ -26,6 +26,8 @@ public struct ControlRequest: Codable, Sendable {
 
     public enum Command: String, Codable, Sendable, CaseIterable {
         case status, trigger, peers, history, watch, reload, check
+        /// `prune` deletes what retention allows now; `prune_plan` only says what would go and why.
+        case prune, prunePlan = "prune_plan"
         case accountStatus = "account_status", accountList = "account_list", accountSwitch = "account_switch", accountLogout = "account_logout"
     }
 
@@ -63,6 +65,8 @@ public struct ControlResponse: Codable, Sendable {
     public var check: CheckResult?
     /// For the `account_*` commands: the active account, the switch in progress, the stores kept.
     public var accounts: AccountReport?
+    /// For `prune` and `prune_plan`: what went (or would go), what holds the rest back, and why.
+    public var retention: RetentionStatus?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -71,7 +75,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts, retention
     }
 }
 
@@ -131,10 +135,12 @@ public struct DaemonStatus: Codable, Sendable {
     /// The account state: which store is active, a switch in progress and its step, stores kept after a
     /// switch (absent from syncd before accounts). `account` is "" while the local store is active.
     public var accounts: AccountReport?
+    /// Retained segments, the newest baseline, nodes holding pruning back (absent before retention).
+    public var retention: RetentionStatus? = nil
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
-        relay: RelayContact? = nil, accounts: AccountReport? = nil
+        relay: RelayContact? = nil, accounts: AccountReport? = nil, retention: RetentionStatus? = nil
     ) {
         self.state = state
         self.account = account
@@ -154,13 +160,14 @@ public struct DaemonStatus: Codable, Sendable {
         self.retryInMilliseconds = retryInMilliseconds
         self.relay = relay
         self.accounts = accounts
+        self.retention = retention
     }
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay, accounts
+        case relay, accounts, retention
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.

@@ -8,7 +8,11 @@ extension DaemonConfiguration {
     public var syncConfiguration: SyncConfiguration {
         SyncConfiguration(
             account: account, maximumChangesPerSegment: segmentChanges,
-            batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds))
+            batching: ImportBatching(maximumChanges: batchChanges, maximumMilliseconds: batchMilliseconds),
+            retention: RetentionConfiguration(
+                enabled: retentionEnabled, silentNodeAfterMilliseconds: UInt64(silentNodeAfterSeconds) * 1_000,
+                baselineAfterTransactions: UInt64(baselineAfterTransactions), progressIntervalMilliseconds: UInt64(progressIntervalMilliseconds),
+                pruneIntervalMilliseconds: UInt64(pruneIntervalMilliseconds)))
     }
 }
 

@@ -447,6 +447,16 @@ public final class SyncDaemon: Sendable {
                 } else if !result.complete {
                     fail(.timeout, "the check did not finish in time (nothing wrong up to there)")
                 }
+            case .prune, .prunePlan:
+                guard let engine = mounted.withLock({ $0?.engine }) else {
+                    fail(.syncFailed, notSyncing() ?? "no store is mounted")
+                    break
+                }
+                guard engine.configuration.retention.enabled else {
+                    fail(.badRequest, "retention is off ([retention] enabled = false): nothing is pruned")
+                    break
+                }
+                response.retention = try engine.prune(dryRun: request.command == .prunePlan)
             case .watch:
                 fail(.badRequest, "watch is a stream: send it on a connection of its own")
             case .accountStatus, .accountList:
@@ -511,7 +521,8 @@ public final class SyncDaemon: Sendable {
             },
             rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
             ignored: ignored.prefix(DaemonStatus.ignoredListLimit).map { IgnoredEntry(path: $0.path, reason: $0.reason.description) },
-            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relayContact, accounts: accounts)
+            lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relayContact, accounts: accounts,
+            retention: mounted.withLock { $0?.engine }.map { $0.retentionStatus })
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {

@@ -1,0 +1,338 @@
+import LogsyncCore
+import LogsyncPlatform
+
+/// Baselines in the store (`docs/retention.md`): writing the merged state at the store's frontier, and
+/// merging a baseline's states into the store (bootstrap).
+///
+/// What the store keeps about them in `_ls_meta`: `covered:<node>`, the last sequence of `<node>` a loaded
+/// baseline included (its segments up to there may be gone, and the ones still around were never applied
+/// here one by one); `baseline_loading`, set while a baseline's rows are merged over several transactions
+/// (the state is then not that of any frontier, so no baseline is written until the load ends).
+extension Store {
+    /// What ``writeBaseline(account:emit:)`` wrote.
+    package struct WrittenBaseline: Sendable {
+        package var header: BaselineHeader
+        package var rows: UInt64
+        package var bytes: UInt64
+        /// The newest history transaction the baseline reflects: local history up to it may be purged once
+        /// every active node has applied the baseline's frontier.
+        package var historyToken: Int64
+    }
+
+    /// Why no baseline can be written now.
+    package enum BaselineRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+        /// A segment is applied only in part (an import stopped between batches): the frontier would fall
+        /// inside it.
+        case segmentInProgress(NodeID)
+        /// A baseline's rows are being merged.
+        case loadInProgress
+        /// Nothing was ever written or applied.
+        case empty
+
+        package var description: String {
+            switch self {
+            case .segmentInProgress(let node): return "a segment of node \(node) is applied only in part"
+            case .loadInProgress: return "a baseline is being loaded"
+            case .empty: return "the store holds no history"
+            }
+        }
+    }
+
+    /// The store's frontier: the last sequence applied from each node, and this node's last exported one.
+    package func frontier() throws -> Frontier {
+        try reading { try Self.frontier(connection: $0, node: node) }
+    }
+
+    static func frontier(connection: Connection, node: NodeID) throws -> Frontier {
+        var frontier = Frontier()
+        for row in try connection.rows("SELECT node, last_seq FROM _ls_cursor") {
+            if case .text(let origin) = row[0], case .integer(let last) = row[1] { frontier[NodeID(origin)] = UInt64(last) }
+        }
+        frontier[node] = UInt64(try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0)
+        return frontier
+    }
+
+    /// Writes a baseline of the merged state at the store's frontier, as it is now: every row state in key
+    /// order, handed to `emit` in chunks as it is encoded. Reads on a connection of its own inside one read
+    /// transaction, so writers go on meanwhile and the rows and the frontier agree. Memory holds a row and
+    /// a chunk.
+    package func writeBaseline(account: String, emit: ([UInt8]) throws -> Void) throws -> WrittenBaseline {
+        let connection = try Self.openConnection(path, options: options)
+        try connection.execute("PRAGMA query_only = 1")
+        try connection.execute("BEGIN DEFERRED")
+        defer { try? connection.execute("ROLLBACK") }
+        if try connection.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil { throw BaselineRefusal.loadInProgress }
+        if case .text(let partial)? = try connection.rows(
+            """
+            SELECT c.node FROM _ls_cursor c JOIN _ls_segment s ON s.node = c.node
+            WHERE s.first_seq <= c.last_seq AND c.last_seq < s.last_seq LIMIT 1
+            """
+        ).first?.first {
+            throw BaselineRefusal.segmentInProgress(NodeID(partial))
+        }
+        let frontier = try Self.frontier(connection: connection, node: node)
+        guard frontier.transactionCount > 0 else { throw BaselineRefusal.empty }
+        let historyToken = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0") ?? 0
+        let nodes = try NodeTable(connection: connection)
+        let header = BaselineHeader(schemaVersion: schema.version, account: account, frontier: frontier)
+        let encoder = try BaselineEncoder(header: header)
+        var sinceEmit = 0
+        for info in catalog.byName.values.sorted(by: { $0.entity.name < $1.entity.name }) {
+            try forEachState(of: info, connection: connection, nodes: nodes) { key, state in
+                try encoder.append(BaselineRow(key: RowKey(info.entity.name, key), state: state))
+                sinceEmit += 1
+                if sinceEmit >= 4_096 {
+                    sinceEmit = 0
+                    let chunk = encoder.takeOutput()
+                    if !chunk.isEmpty { try emit(chunk) }
+                }
+            }
+        }
+        let head = encoder.takeOutput()
+        if !head.isEmpty { try emit(head) }
+        try emit(try encoder.finish())
+        return WrittenBaseline(header: header, rows: encoder.rowCount, bytes: encoder.byteCount, historyToken: historyToken)
+    }
+
+    /// Every state of `info`'s rows in key order: those in `_ls_row` and those in `_ls_live` (found
+    /// through the table's rows), merged when a key has both.
+    private func forEachState(
+        of info: Catalog.EntityInfo, connection: Connection, nodes: NodeTable, _ body: (DatabaseValue, RowState) throws -> Void
+    ) throws {
+        let stored = try connection.prepare("SELECT pk, cl, state FROM _ls_row WHERE entity = ? ORDER BY pk")
+        try stored.bind(info.id, at: 1)
+        let table = SchemaSQL.quote(info.entity.name)
+        let key = SchemaSQL.quote(info.entity.primaryKey?.name ?? "id")
+        let live = try connection.prepare(
+            "SELECT t.\(key), l.cl, l.state FROM \(table) t JOIN _ls_live l ON l.id = \(SchemaSQL.liveID(entity: "?1", rowID: "t.rowid")) AND l.pk = t.\(key) ORDER BY t.\(key)")
+        try live.bind(info.id, at: 1)
+        func next(_ statement: Statement) throws -> (DatabaseValue, RowState)? {
+            guard try statement.step() else { return nil }
+            guard let state = try RowStateCoding.decode(statement, at: 1, info: info, nodes: nodes) else {
+                throw RowStateCoding.corrupt("a state that is not a blob")
+            }
+            return (statement.value(at: 0), state)
+        }
+        var a = try next(stored)
+        var b = try next(live)
+        while a != nil || b != nil {
+            if let (keyA, stateA) = a, let (keyB, stateB) = b {
+                let order = keyA.sqliteOrder(comparedTo: keyB)
+                if order < 0 {
+                    try body(keyA, stateA)
+                    a = try next(stored)
+                } else if order > 0 {
+                    try body(keyB, stateB)
+                    b = try next(live)
+                } else {
+                    var merged = stateA
+                    merged.merge(stateB)
+                    try body(keyA, merged)
+                    a = try next(stored)
+                    b = try next(live)
+                }
+            } else if let (keyA, stateA) = a {
+                try body(keyA, stateA)
+                a = try next(stored)
+            } else if let (keyB, stateB) = b {
+                try body(keyB, stateB)
+                b = try next(live)
+            }
+        }
+    }
+
+    /// What a baseline load did.
+    package struct BaselineLoad: Sendable {
+        package var rows = 0
+        package var batches = 0
+    }
+
+    /// Merges a baseline's rows into the store, joining each with the row's state here (merging is a join,
+    /// so what this store has applied and unexported local changes all stay), re-projects them, and moves
+    /// the cursors up to the baseline's frontier: afterwards the store holds what it held plus everything
+    /// the frontier includes. Local history is folded into the outbox first in every batch, as imports
+    /// do. Batches of `batchRows` rows, each one SQLite transaction; a crash between them leaves
+    /// `baseline_loading` set, and loading the same (or any covering) baseline again finishes the job.
+    ///
+    /// The caller has verified the baseline (``BaselineDecoder/verify(limits:source:)``); `decoder` reads it again.
+    package func loadBaseline(
+        _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
+        batchRows: Int = 20_000, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
+    ) throws -> BaselineLoad {
+        let header = decoder.header
+        guard header.account == account else {
+            throw StoreError(.schema, "the baseline belongs to account '\(header.account)', not '\(account)'", path: path)
+        }
+        guard header.schemaVersion <= schema.version else {
+            throw StoreError(
+                .schema, "the baseline was written with schema version \(header.schemaVersion), newer than this store's \(schema.version): it is kept and loaded once this node's app registers that schema",
+                path: path)
+        }
+        let exported = try exportedSequence()
+        guard header.frontier[node] <= exported else {
+            throw StoreError(
+                .schema,
+                "the baseline includes sequences of this node up to \(header.frontier[node]), but this store exported only up to \(exported): another machine uses this node's id, or the store was restored from an older copy",
+                path: path)
+        }
+        var load = BaselineLoad()
+        var finished = false
+        while !finished {
+            if isCancelled() { throw CancellationError() }
+            finished = try syncTransaction { state, _ in
+                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
+                let connection = state.connection
+                try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('baseline_loading', ?)", [.text(header.frontier.description)])
+                let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
+                try captureMergeHistoryDirectly(&state)
+                let writer = MergeWriter(state: state, catalog: catalog)
+                var merged = MergedRows(capacity: batchRows)
+                var entitiesWithStates: [Int64: Bool] = [:]
+                var newest = HLCTimestamp.zero
+                var count = 0
+                var end = false
+                while count < batchRows {
+                    guard let row = try decoder.next() else {
+                        end = true
+                        break
+                    }
+                    guard let info = catalog.byName[row.key.entity] else {
+                        throw StoreError(.schema, "the baseline holds rows of entity '\(row.key.entity)', which this store's schema does not declare", path: path)
+                    }
+                    if let deleted = row.state.deletedAt { newest = max(newest, deleted.timestamp) }
+                    for register in row.state.columns.values { newest = max(newest, register.clock.timestamp) }
+                    try mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
+                    count += 1
+                }
+                try writer.refresh(merged, nodes: &state.nodes)
+                _ = try appendMarker(
+                    Marker(origin: Origin.mergeStorageValue, timestamp: newest == .zero ? nil : newest), ifLogGrewPast: before, state: &state)
+                if end { try finishLoad(header.frontier, connection: connection) }
+                try skipOwnMergeHistory(&state)
+                load.rows += count
+                load.batches += 1
+                return end
+            }
+            progress(load)
+        }
+        return load
+    }
+
+    /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
+    private func mergeBaselineRow(
+        _ row: BaselineRow, info: Catalog.EntityInfo, into merged: inout MergedRows, writer: MergeWriter, nodes: inout NodeTable,
+        entitiesWithStates: inout [Int64: Bool]
+    ) throws {
+        let key = row.key
+        // Keep only registers of columns this schema knows; an older baseline lacks newer columns, which
+        // then show their defaults, as for a row whose insert has not arrived.
+        var incoming = row.state
+        incoming.columns = incoming.columns.filter { info.bit(of: $0.key) != nil }
+        let position = merged.position(of: key)
+        if position == nil {
+            let isFresh = incoming.causalLength == 1 && incoming.deletedAt == nil
+            // A row in the table already (its state in `_ls_live`) makes the projection's insert fail, which
+            // then merges the two states, as for remote inserts.
+            if info.isIsolated, isFresh, try !writer.hasStoredState(key.primaryKey, info: info, entitiesWithStates: &entitiesWithStates) {
+                merged.record(key, info: info, state: incoming, at: nil, isNew: true, structural: true, savesWithRow: true)
+                return
+            }
+        }
+        let previous = try position.map { merged.rows[$0].state } ?? writer.loadState(key.primaryKey, info: info, nodes: nodes)
+        var next = previous ?? RowState()
+        next.merge(incoming)
+        guard next != previous else { return }
+        try writer.saveState(next, primaryKey: key.primaryKey, info: info, previous: previous, nodes: &nodes)
+        merged.record(key, info: info, state: next, at: position, isNew: previous == nil, structural: writer.isStructural(info, from: previous, to: next))
+    }
+
+    /// The last batch of a load: cursors up to the frontier, and what it covers recorded.
+    private func finishLoad(_ frontier: Frontier, connection: Connection) throws {
+        let now = Int64(WallClock.milliseconds())
+        for (origin, sequence) in frontier.sorted where origin != node {
+            let value = DatabaseValue.text(origin.rawValue)
+            let current = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [value]) ?? 0)
+            if sequence > current {
+                try connection.execute(
+                    "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ifnull((SELECT last_hlc FROM _ls_cursor WHERE node = ?1), 0), ?)",
+                    [value, .integer(Int64(sequence)), .integer(now)])
+            }
+            try connection.execute(
+                "INSERT INTO _ls_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+                [.text("covered:" + origin.rawValue), .integer(Int64(sequence))])
+        }
+        try connection.execute("DELETE FROM _ls_meta WHERE key = 'baseline_loading'")
+    }
+
+    /// Whether a baseline load was interrupted (its rows are merged in part).
+    package func baselineLoadInProgress() throws -> Bool {
+        try reading { try $0.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil }
+    }
+
+    /// The last sequence of `node` that a loaded baseline included: segments up to there were never
+    /// applied here one by one, so they have no checksum to compare with.
+    package func coveredByBaseline(_ node: NodeID) throws -> UInt64 {
+        try reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = ?", [.text("covered:" + node.rawValue)]) ?? 0) }
+    }
+
+    // MARK: Pruning
+
+    /// This node's published segments up to `sequence` that are not yet pruned, oldest first.
+    package func publishedSegments(through sequence: UInt64) throws -> [(firstSequence: UInt64, lastSequence: UInt64)] {
+        try reading { connection in
+            try connection.rows(
+                "SELECT first_seq, last_seq FROM _ls_outbox WHERE shipped = 1 AND last_seq <= ? ORDER BY first_seq", [.integer(Int64(sequence))]
+            ).compactMap { row in
+                guard case .integer(let first) = row[0], case .integer(let last) = row[1] else { return nil }
+                return (UInt64(first), UInt64(last))
+            }
+        }
+    }
+
+    /// How many of this node's published segments are not pruned.
+    package func retainedSegmentCount() throws -> Int {
+        try reading { Int(try $0.int64("SELECT count(*) FROM _ls_outbox WHERE shipped = 1") ?? 0) }
+    }
+
+    /// This node's segments up to here were deleted from the transport.
+    package func prunedSequence() throws -> UInt64 {
+        try reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = 'pruned_seq'") ?? 0) }
+    }
+
+    /// Records that this node's segment ending at `lastSequence` is deleted from the transport: its outbox
+    /// row goes, and the pruned mark moves up.
+    package func recordPruned(firstSequence: UInt64, lastSequence: UInt64) throws {
+        _ = try perform(marker: Marker()) { tx in
+            try tx.execute("DELETE FROM _ls_outbox WHERE first_seq = ? AND shipped = 1", [.integer(Int64(firstSequence))])
+            try tx.execute(
+                "INSERT INTO _ls_meta(key, value) VALUES ('pruned_seq', ?) ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+                [.integer(Int64(lastSequence))])
+        }
+    }
+
+    /// Forgets the checksums of `node`'s applied segments up to `sequence`: that node deleted them, so
+    /// they cannot come back to be checked.
+    package func forgetAppliedSegments(of node: NodeID, through sequence: UInt64) throws {
+        _ = try perform(marker: Marker()) { tx in
+            try tx.execute("DELETE FROM _ls_segment WHERE node = ? AND last_seq <= ?", [.text(node.rawValue), .integer(Int64(sequence))])
+        }
+    }
+
+    /// Remembers the history token of this node's newest published baseline and its frontier's digest.
+    package func recordOwnBaseline(digest: UInt64, historyToken: Int64) throws {
+        _ = try perform(marker: Marker()) { tx in
+            try tx.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('own_baseline', ?)", [.text(String(digest, radix: 16))])
+            try tx.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('own_baseline_token', ?)", [.integer(historyToken)])
+        }
+    }
+
+    /// The history token recorded with this node's baseline of frontier digest `digest`, if that is the newest.
+    package func ownBaselineToken(digest: UInt64) throws -> Int64? {
+        try reading { connection in
+            guard case .text(let recorded)? = try connection.rows("SELECT value FROM _ls_meta WHERE key = 'own_baseline'").first?.first,
+                recorded == String(digest, radix: 16)
+            else { return nil }
+            return try connection.int64("SELECT value FROM _ls_meta WHERE key = 'own_baseline_token'")
+        }
+    }
+}

@@ -1,0 +1,381 @@
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncTransport
+import Synchronization
+
+/// How a node bounds what it keeps (`docs/retention.md`).
+public struct RetentionConfiguration: Sendable {
+    /// Publish progress, write baselines, prune and bootstrap. Off: everything is kept, as before.
+    public var enabled: Bool
+    /// A node whose progress record is older than this stops holding pruning back (default 30 days).
+    public var silentNodeAfterMilliseconds: UInt64
+    /// A new baseline is written once the store's frontier includes this many transactions more than
+    /// this node's newest baseline (default 10,000).
+    public var baselineAfterTransactions: UInt64
+    /// The progress record is published at least this often while the node runs (default 60 s), and at
+    /// most once a second when what it says changes.
+    public var progressIntervalMilliseconds: UInt64
+    /// How often the node prunes (default 10 minutes).
+    public var pruneIntervalMilliseconds: UInt64
+    /// The largest baseline read from the transport (default 4 GiB).
+    public var maximumBaselineBytes: Int
+    /// Wall-clock milliseconds, for ages of progress records (tests move it forward).
+    package var clock: @Sendable () -> UInt64 = { WallClock.milliseconds() }
+
+    public init(
+        enabled: Bool = true, silentNodeAfterMilliseconds: UInt64 = 30 * 86_400_000, baselineAfterTransactions: UInt64 = 10_000,
+        progressIntervalMilliseconds: UInt64 = 60_000, pruneIntervalMilliseconds: UInt64 = 600_000, maximumBaselineBytes: Int = 4 << 30
+    ) {
+        self.enabled = enabled
+        self.silentNodeAfterMilliseconds = silentNodeAfterMilliseconds
+        self.baselineAfterTransactions = baselineAfterTransactions
+        self.progressIntervalMilliseconds = progressIntervalMilliseconds
+        self.pruneIntervalMilliseconds = pruneIntervalMilliseconds
+        self.maximumBaselineBytes = maximumBaselineBytes
+    }
+}
+
+/// What retention remembers between rounds.
+final class RetentionMemory: Sendable {
+    struct State {
+        var lastProgress: (bytes: ProgressRecord, at: UInt64)?
+        var lastPruneAt: UInt64 = 0
+        var lastBaselineCheckAt: UInt64 = 0
+        /// Headers of baselines seen: names are immutable, so a header is read once.
+        var headers: [BaselineName: BaselineHeader] = [:]
+        var status = RetentionStatus()
+        /// Baselines that failed to load or verify, with why: not tried again by this engine.
+        var refused: [BaselineName: String] = [:]
+    }
+
+    let state = Mutex(State())
+}
+
+/// Stops a transport read once the header is in.
+private struct EnoughBytes: Error {}
+
+extension SyncEngine {
+    /// What bounds this node's history now, as the last round saw it.
+    public var retentionStatus: RetentionStatus { retentionMemory.state.withLock { $0.status } }
+
+    private var now: UInt64 { configuration.retention.clock() }
+
+    func noteRetentionProblem(_ problem: String) { noteProblem(problem) }
+
+    private func noteProblem(_ problem: String) {
+        retentionMemory.state.withLock { $0.status.lastProblem = problem }
+    }
+
+    // MARK: Progress, baselines and pruning
+
+    /// Publishes progress, writes a baseline and prunes, each when due (`force`: prune now). Never throws:
+    /// problems are kept in ``retentionStatus``.
+    func maintainRetention(force: Bool) {
+        do {
+            try publishProgressIfDue()
+            try writeBaselineIfDue()
+            let due = retentionMemory.state.withLock { now >= $0.lastPruneAt + configuration.retention.pruneIntervalMilliseconds }
+            if force || due {
+                _ = try pruneNow(dryRun: false)
+                retentionMemory.state.withLock { $0.lastPruneAt = now }
+            }
+        } catch {
+            noteProblem("\(error)")
+        }
+    }
+
+    func publishProgressIfDue() throws {
+        let record = ProgressRecord(
+            account: configuration.account, node: node, applied: try store.frontier(), prunedThrough: try store.prunedSequence(),
+            activeAtMilliseconds: now)
+        let due = retentionMemory.state.withLock { state -> Bool in
+            guard let last = state.lastProgress else { return true }
+            let changed = last.bytes.applied != record.applied || last.bytes.prunedThrough != record.prunedThrough
+            return now >= last.at + (changed ? min(1_000, configuration.retention.progressIntervalMilliseconds) : configuration.retention.progressIntervalMilliseconds)
+        }
+        guard due else { return }
+        try transport.publishProgress(record.encoded())
+        retentionMemory.state.withLock { $0.lastProgress = (record, now) }
+    }
+
+    /// Writes a baseline when the frontier has grown by ``RetentionConfiguration/baselineAfterTransactions``
+    /// since this node's newest one, publishes it, and deletes this node's older baselines.
+    func writeBaselineIfDue() throws {
+        let frontier = try store.frontier()
+        let own = try transport.baselines().filter { $0.node == node }
+        let newest = own.max()
+        guard frontier.transactionCount >= (newest?.transactionCount ?? 0) + configuration.retention.baselineAfterTransactions else { return }
+        _ = try writeBaselineNow()
+    }
+
+    /// Writes and publishes a baseline of the store now; returns its name (nil when the store cannot write
+    /// one now, such as in the middle of a segment).
+    @discardableResult
+    public func writeBaseline() throws -> BaselineName? {
+        try serialized { try writeBaselineNow() }
+    }
+
+    func writeBaselineNow() throws -> BaselineName? {
+        let (folder, file) = localScratch("baseline-out")
+        let written: Store.WrittenBaseline
+        do {
+            let writer = try folder.createFile(file)
+            defer { try? folder.removeFile(file) }
+            do {
+                written = try store.writeBaseline(account: configuration.account) { try writer.write($0) }
+            } catch let refusal as Store.BaselineRefusal {
+                noteProblem("no baseline written this round: \(refusal)")
+                return nil
+            }
+            let name = BaselineName(node: node, frontier: written.header.frontier)
+            guard case .reader(let reader) = try folder.openChunks(file, maximumBytes: Int.max) else {
+                throw TransportError(.io, "the local copy of the baseline at \(folder.path)/\(file) is gone")
+            }
+            try transport.publishBaseline(name) { try reader.next() }
+            try store.recordOwnBaseline(digest: name.frontierDigest, historyToken: written.historyToken)
+            retentionMemory.state.withLock { $0.headers[name] = written.header }
+            for older in try transport.baselines() where older.node == node && older < name {
+                try transport.remove(older)
+            }
+            return name
+        }
+    }
+
+    /// The store's folder and a scratch file name in it for `purpose`.
+    private func localScratch(_ purpose: String) -> (Directory, String) {
+        let path = store.path
+        let slash = path.lastIndex(of: "/")
+        let folderPath = slash.map { String(path[..<$0]) } ?? "."
+        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        // The folder holds the store: it exists and is this node's own.
+        let folder = (try? Directory.open(folderPath.isEmpty ? "/" : folderPath, followingLink: true))!
+        return (folder, "." + base + "." + purpose)
+    }
+
+    /// The header of a baseline, read once (only its first bytes are fetched).
+    func header(of name: BaselineName) throws -> BaselineHeader {
+        if let known = retentionMemory.state.withLock({ $0.headers[name] }) { return known }
+        var bytes: [UInt8] = []
+        var enough = false
+        do {
+            try transport.readBaseline(name, maximumBytes: configuration.retention.maximumBaselineBytes) { chunk in
+                bytes.append(contentsOf: chunk)
+                if bytes.count >= 64 * 1024 {
+                    enough = true
+                    throw EnoughBytes()
+                }
+            }
+        } catch {
+            // Stopping the read once the header is in is not a failure.
+            guard enough else { throw error }
+        }
+        var served = false
+        let decoder = try BaselineDecoder(limits: configuration.limits) {
+            defer { served = true }
+            return served ? nil : bytes
+        }
+        retentionMemory.state.withLock { $0.headers[name] = decoder.header }
+        return decoder.header
+    }
+
+    /// Decoded progress records of this account, by node (this node's included); damaged ones are reported.
+    func progressRecords() throws -> [NodeID: ProgressRecord] {
+        var records: [NodeID: ProgressRecord] = [:]
+        for (owner, bytes) in try transport.progressRecords() {
+            do {
+                let record = try ProgressRecord(decoding: bytes)
+                guard record.node == owner, record.account == configuration.account else {
+                    noteProblem("the progress record in node \(owner)'s place names node \(record.node) of account '\(record.account)': ignored")
+                    continue
+                }
+                records[owner] = record
+            } catch {
+                noteProblem("the progress record of node \(owner) cannot be read: \(error)")
+            }
+        }
+        return records
+    }
+
+    /// Works out what this node may delete (every active node applied it, and every current baseline
+    /// covers it) and, unless `dryRun`, deletes it: its own segments and older baselines from the
+    /// transport, their traces in the store, and local history that every active node has and a baseline
+    /// holds. Returns the status with what would go (dry run) or went, and why.
+    @discardableResult
+    public func prune(dryRun: Bool) throws -> RetentionStatus {
+        try serialized { try pruneNow(dryRun: dryRun) }
+    }
+
+    func pruneNow(dryRun: Bool) throws -> RetentionStatus {
+        let records = try progressRecords()
+        let exported = try store.exportedSequence()
+        let prunedThrough = try store.prunedSequence()
+        let clock = now
+        var status = RetentionStatus(prunedThrough: prunedThrough)
+        var explanation: [String] = []
+        var active: [ProgressRecord] = []
+        for record in records.values where record.node != node {
+            let age = clock > record.activeAtMilliseconds ? clock - record.activeAtMilliseconds : 0
+            if age > configuration.retention.silentNodeAfterMilliseconds {
+                status.silent.append(
+                    RetentionStatus.Holder(
+                        node: record.node.rawValue, applied: record.applied[node], activeAt: Int64(record.activeAtMilliseconds),
+                        reason: "silent for \(age / 3_600_000) h, longer than the retention (\(configuration.retention.silentNodeAfterMilliseconds / 3_600_000) h): no longer holds pruning back; it bootstraps from a baseline when it returns"))
+            } else {
+                active.append(record)
+            }
+        }
+        // Every active node's newest baseline (this node's too) must stay usable: nothing it needs goes.
+        let activeNodes = Set(active.map(\.node)).union([node])
+        var newestByNode: [NodeID: BaselineName] = [:]
+        for name in try transport.baselines() where activeNodes.contains(name.node) {
+            if newestByNode[name.node].map({ $0 < name }) ?? true { newestByNode[name.node] = name }
+        }
+        var limit = exported
+        var baselineLimit: UInt64 = 0
+        if newestByNode.isEmpty {
+            limit = 0
+            explanation.append("no baseline yet: every segment is kept (one is written after \(configuration.retention.baselineAfterTransactions) transactions)")
+        } else {
+            baselineLimit = .max
+            for name in newestByNode.values {
+                let covered = try header(of: name).frontier[node]
+                baselineLimit = min(baselineLimit, covered)
+                if covered < exported {
+                    explanation.append("node \(name.node)'s newest baseline \(name.fileName) covers this node up to \(covered)")
+                }
+            }
+            limit = min(limit, baselineLimit)
+        }
+        for record in active {
+            let applied = record.applied[node]
+            limit = min(limit, applied)
+            if applied < exported {
+                status.holdingBack.append(
+                    RetentionStatus.Holder(
+                        node: record.node.rawValue, applied: applied, activeAt: Int64(record.activeAtMilliseconds),
+                        reason: "has applied this node's history up to \(applied) of \(exported)"))
+            }
+        }
+        if let newest = try transport.baselines().max() {
+            status.newestBaseline = newest.description
+            status.newestBaselineTransactions = newest.transactionCount
+        }
+        status.prunableThrough = max(limit, prunedThrough)
+        let segments = try store.publishedSegments(through: limit)
+        status.wouldDelete = segments.map { SegmentName(node: node, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence).fileName }
+        explanation.insert(
+            segments.isEmpty
+                ? "nothing to delete: this node's segments up to \(max(limit, prunedThrough)) are gone or were never written"
+                : "\(segments.count) of this node's segments up to sequence \(limit) are applied by every active node (\(active.count)) and covered by every current baseline",
+            at: 0)
+        status.explanation = explanation
+        if !dryRun {
+            for segment in segments {
+                try transport.remove(SegmentName(node: node, firstSequence: segment.firstSequence, lastSequence: segment.lastSequence))
+                try store.recordPruned(firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
+            }
+            if let last = segments.last { status.prunedThrough = max(prunedThrough, last.lastSequence) }
+            // Others' applied segments they deleted: their checksums are no longer needed.
+            for record in records.values where record.node != node && record.prunedThrough > 0 {
+                try store.forgetAppliedSegments(of: record.node, through: record.prunedThrough)
+            }
+            // Local history that every active node has applied and this node's newest baseline holds.
+            if let own = newestByNode[node], let token = try store.ownBaselineToken(digest: own.frontierDigest) {
+                let frontier = try header(of: own).frontier
+                if active.allSatisfy({ $0.applied.includes(frontier) }) {
+                    try store.purgeHistory(before: HistoryToken(token))
+                }
+            }
+        }
+        status.retainedSegments = try store.retainedSegmentCount()
+        let problem = retentionMemory.state.withLock { $0.status.lastProblem }
+        status.lastProblem = problem
+        if !dryRun { retentionMemory.state.withLock { $0.status = status } }
+        return status
+    }
+
+    // MARK: Bootstrap
+
+    /// Loads a baseline when this store needs one: it is new (it has applied nothing from any node) and a
+    /// baseline exists, another node pruned segments this store has not applied, or a load was
+    /// interrupted. Returns whether one was loaded.
+    func bootstrapIfNeeded(into report: inout SyncReport, cancelled: () -> Bool) throws -> Bool {
+        let mine = try store.frontier()
+        let interrupted = try store.baselineLoadInProgress()
+        let records = (try? progressRecords()) ?? [:]
+        let behind = records.values.filter { $0.node != node && $0.prunedThrough > mine[$0.node] }
+        let isNew = mine.sequences.keys.allSatisfy { $0 == node }
+        guard interrupted || !behind.isEmpty || isNew else { return false }
+        let names = try transport.baselines()
+        guard !names.isEmpty else {
+            if !behind.isEmpty {
+                noteProblem("node \(behind[0].node) deleted segments this store has not applied, and no baseline is there yet: waiting for one")
+            }
+            return false
+        }
+        let exported = try store.exportedSequence()
+        for name in names.sorted().reversed() {
+            if cancelled() { return false }
+            if retentionMemory.state.withLock({ $0.refused[name] }) != nil { continue }
+            let header: BaselineHeader
+            do {
+                header = try self.header(of: name)
+            } catch {
+                refuse(name, "\(error)")
+                continue
+            }
+            guard header.account == configuration.account, header.schemaVersion <= store.schema.version, header.frontier[node] <= exported
+            else { continue }
+            // It must bring something, and everything after it must still be there.
+            guard interrupted || !mine.includes(header.frontier) else { continue }
+            let usable = header.frontier.union(mine).sequences.allSatisfy { origin, sequence in
+                guard origin != node else { return true }
+                let next = transport.segments(of: origin, after: sequence)
+                return next.isEmpty || next[0].firstSequence <= sequence + 1
+            }
+            guard usable else { continue }
+            let behindCovered = behind.allSatisfy { header.frontier[$0.node] >= $0.prunedThrough }
+            guard behindCovered || interrupted || isNew else { continue }
+            do {
+                try load(name, cancelled: cancelled)
+                report.loadedBaseline = name
+                return true
+            } catch is CancellationError {
+                return false
+            } catch {
+                refuse(name, "\(error)")
+            }
+        }
+        if !behind.isEmpty {
+            noteProblem("node \(behind[0].node) deleted segments this store has not applied, and no baseline here covers them yet: waiting")
+        }
+        return false
+    }
+
+    private func refuse(_ name: BaselineName, _ reason: String) {
+        noteProblem("baseline \(name) not used: \(reason)")
+        retentionMemory.state.withLock { $0.refused[name] = reason }
+    }
+
+    /// Copies a baseline next to the store, verifies it whole, then merges it in.
+    private func load(_ name: BaselineName, cancelled: () -> Bool) throws {
+        let (folder, file) = localScratch("baseline-in")
+        defer { try? folder.removeFile(file) }
+        let writer = try folder.createFile(file)
+        try transport.readBaseline(name, maximumBytes: configuration.retention.maximumBaselineBytes) { try writer.write($0) }
+        func reader() throws -> Directory.ChunkReader {
+            guard case .reader(let reader) = try folder.openChunks(file, maximumBytes: Int.max) else {
+                throw TransportError(.io, "the local copy of baseline \(name) at \(folder.path)/\(file) is gone")
+            }
+            return reader
+        }
+        let check = try reader()
+        _ = try BaselineDecoder.verify(limits: configuration.limits) { try check.next() }
+        let source = try reader()
+        let decoder = try BaselineDecoder(limits: configuration.limits) { try source.next() }
+        _ = try store.loadBaseline(
+            decoder, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits,
+            batchRows: max(1_000, configuration.batching.maximumChanges), isCancelled: cancelled)
+    }
+}
