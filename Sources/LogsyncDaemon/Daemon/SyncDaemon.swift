@@ -522,7 +522,13 @@ public final class SyncDaemon: Sendable {
             rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
             ignored: ignored.prefix(DaemonStatus.ignoredListLimit).map { IgnoredEntry(path: $0.path, reason: $0.reason.description) },
             lastError: halted ?? error, retryInMilliseconds: phase == .backoff ? loop.retryIn : nil, relay: relayContact, accounts: accounts,
-            retention: mounted.withLock { $0?.engine }.map { $0.retentionStatus })
+            retention: try mounted.withLock { $0?.engine }.map { engine in
+                // As of the last prune, with what this node keeps now.
+                var retention = engine.retentionStatus
+                retention.retainedSegments = try engine.store.retainedSegmentCount()
+                retention.prunedThrough = try engine.store.prunedSequence()
+                return retention
+            })
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {
