@@ -11,21 +11,12 @@ extension Directory {
         if let kind = kind(of: name), kind != .regular {
             throw SystemError(call: "rename", path: child(name), errno: EEXIST)
         }
-        let temporaryPath = child(temporaryName)
-        let fd = openat(descriptor, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .last("open", path: temporaryPath) }
-        var closed = false
-        var renamed = false
-        defer {
-            if !closed { close(fd) }
-            if !renamed { unlinkat(descriptor, temporaryName, 0) }
+        try writeTemporary(temporaryName, chunks: Self.single(bytes))
+        guard renameat(descriptor, temporaryName, descriptor, name) == 0 else {
+            let error = SystemError.last("rename", path: child(name))
+            unlinkat(descriptor, temporaryName, 0)
+            throw error
         }
-        try Self.writeAll(bytes, to: fd, path: temporaryPath)
-        guard fsync(fd) == 0 else { throw .last("fsync", path: temporaryPath) }
-        closed = true
-        guard close(fd) == 0 else { throw .last("close", path: temporaryPath) }
-        guard renameat(descriptor, temporaryName, descriptor, name) == 0 else { throw .last("rename", path: child(name)) }
-        renamed = true
         try sync()
     }
 
@@ -42,13 +33,11 @@ extension Directory {
     public final class ChunkReader {
         private let fd: Int32
         public let path: String
-        public let size: Int
         private let chunkSize: Int
 
-        fileprivate init(fd: Int32, path: String, size: Int, chunkSize: Int) {
+        fileprivate init(fd: Int32, path: String, chunkSize: Int) {
             self.fd = fd
             self.path = path
-            self.size = size
             self.chunkSize = chunkSize
         }
 
@@ -99,7 +88,7 @@ extension Directory {
             close(fd)
             return .tooLarge(Int(info.st_size))
         }
-        return .reader(ChunkReader(fd: fd, path: child(name), size: Int(info.st_size), chunkSize: chunkSize))
+        return .reader(ChunkReader(fd: fd, path: child(name), chunkSize: chunkSize))
     }
 }
 
@@ -118,11 +107,6 @@ extension Directory {
         deinit { close(fd) }
 
         public func write(_ bytes: [UInt8]) throws(SystemError) { try Directory.writeAll(bytes, to: fd, path: path) }
-
-        /// Makes what was written durable.
-        public func sync() throws(SystemError) {
-            guard fsync(fd) == 0 else { throw .last("fsync", path: path) }
-        }
     }
 
     /// Creates (or empties) the file `name` for writing in chunks.

@@ -212,8 +212,13 @@ public final class Directory: Sendable {
     /// without replacing an existing file, and fsyncs this directory, so the name appears only with its
     /// complete content and survives a crash. The temporary file is removed on every path out.
     public func publish(_ bytes: [UInt8], as name: String, temporaryName: String) throws(SystemError) -> PublishResult {
+        try publish(as: name, temporaryName: temporaryName, chunks: Self.single(bytes))
+    }
+
+    /// Chunks of content held whole: `bytes` once, then the end.
+    static func single(_ bytes: [UInt8]) -> () throws(SystemError) -> [UInt8]? {
         var sent = false
-        return try publish(as: name, temporaryName: temporaryName) {
+        return { () throws(SystemError) -> [UInt8]? in
             defer { sent = true }
             return sent ? nil : bytes
         }
@@ -222,20 +227,8 @@ public final class Directory: Sendable {
     /// ``publish(_:as:temporaryName:)`` for content that comes in chunks (`next` returns nil at the end):
     /// a file larger than memory should hold, such as a baseline.
     public func publish(as name: String, temporaryName: String, chunks next: () throws(SystemError) -> [UInt8]?) throws(SystemError) -> PublishResult {
-        let temporaryPath = child(temporaryName)
-        let fd = openat(descriptor, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .last("open", path: temporaryPath) }
-        var closed = false
-        defer {
-            if !closed { close(fd) }
-            unlinkat(descriptor, temporaryName, 0)
-        }
-        while let bytes = try next() {
-            try Self.writeAll(bytes, to: fd, path: temporaryPath)
-        }
-        guard fsync(fd) == 0 else { throw .last("fsync", path: temporaryPath) }
-        closed = true
-        guard close(fd) == 0 else { throw .last("close", path: temporaryPath) }
+        try writeTemporary(temporaryName, chunks: next)
+        defer { unlinkat(descriptor, temporaryName, 0) }
         // link(2) refuses to replace an existing name (a link or a FIFO included), which rename(2) would do
         // silently. File systems without hard links (some FUSE and network mounts) fall back to rename
         // after a check.
@@ -252,6 +245,27 @@ public final class Directory: Sendable {
         }
         try sync()
         return .created
+    }
+
+    /// Writes the chunks to `temporaryName` (which must not exist) and fsyncs it; the file is removed if
+    /// anything fails. What comes next (a link, a rename) is the caller's, as is removing it afterwards.
+    func writeTemporary(_ temporaryName: String, chunks next: () throws(SystemError) -> [UInt8]?) throws(SystemError) {
+        let temporaryPath = child(temporaryName)
+        let fd = openat(descriptor, temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .last("open", path: temporaryPath) }
+        var closed = false
+        var written = false
+        defer {
+            if !closed { close(fd) }
+            if !written { unlinkat(descriptor, temporaryName, 0) }
+        }
+        while let bytes = try next() {
+            try Self.writeAll(bytes, to: fd, path: temporaryPath)
+        }
+        guard fsync(fd) == 0 else { throw .last("fsync", path: temporaryPath) }
+        closed = true
+        guard close(fd) == 0 else { throw .last("close", path: temporaryPath) }
+        written = true
     }
 
     static func writeAll(_ bytes: [UInt8], to fd: Int32, path: String) throws(SystemError) {

@@ -23,10 +23,8 @@ public struct BaselineName: Sendable, Hashable, Comparable, CustomStringConverti
     public static let fileExtension = "lsbase"
 
     public var fileName: String {
-        let digits = String(transactionCount)
         let hex = String(frontierDigest, radix: 16)
-        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits + "-"
-            + String(repeating: "0", count: max(0, 16 - hex.count)) + hex + "." + Self.fileExtension
+        return SegmentName.padded(transactionCount) + "-" + String(repeating: "0", count: 16 - hex.count) + hex + "." + Self.fileExtension
     }
 
     /// Parses a file name strictly; anything else is nil.

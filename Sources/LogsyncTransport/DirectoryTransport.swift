@@ -67,7 +67,7 @@ public struct DirectoryTransport: Transport {
 
     public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
         let target = path(of: name)
-        let temporary = "." + name.fileName + "." + String(UInt64.random(in: 0...UInt64.max), radix: 36) + ".tmp"
+        let temporary = temporaryName(for: name.fileName)
         let folder: Directory
         let result: Directory.PublishResult
         do {
@@ -315,19 +315,11 @@ public struct DirectoryTransport: Transport {
     }
 
     public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
-        let account = try openAccountFolder()
-        let entries: [Directory.Entry]
-        do {
-            entries = try account.entries()
-        } catch {
-            throw TransportError(.io, "cannot list the account folder \(accountFolder)", path: accountFolder, cause: error)
-        }
         var records: [NodeID: [UInt8]] = [:]
-        for entry in entries where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) {
-            guard let folder = try? account.subdirectory(entry.name),
-                case .bytes(let bytes)? = try? folder.read(ProgressRecordName.fileName, maximumBytes: ProgressRecord.maximumByteCount)
-            else { continue }
-            records[NodeID(entry.name)] = bytes
+        for (node, folder) in try nodeFolders() {
+            if case .bytes(let bytes)? = try? folder.read(ProgressRecordName.fileName, maximumBytes: ProgressRecord.maximumByteCount) {
+                records[node] = bytes
+            }
         }
         return records
     }
@@ -335,10 +327,11 @@ public struct DirectoryTransport: Transport {
     public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) {
         try requireOwn(name.node, "publish a baseline of")
         let target = nodeFolder(name.node) + "/" + name.fileName
+        // The producer's own failure, kept to report it as it is rather than as a write error.
+        var failure: (any Error)?
         do {
-            let folder = try openNodeFolder(name.node)
-            var failure: (any Error)?
-            let result = try folder.publish(as: name.fileName, temporaryName: temporaryName(for: name.fileName)) { () throws(SystemError) -> [UInt8]? in
+            // An existing file of the same name holds the same frontier's state: the same bytes.
+            _ = try openNodeFolder(name.node).publish(as: name.fileName, temporaryName: temporaryName(for: name.fileName)) { () throws(SystemError) -> [UInt8]? in
                 do {
                     return try next()
                 } catch {
@@ -346,28 +339,36 @@ public struct DirectoryTransport: Transport {
                     throw SystemError(call: "write", path: target, errno: EIO)
                 }
             }
-            if let failure { throw TransportError(.io, "cannot write baseline \(target): \(failure)", path: target) }
-            // An existing file of the same name holds the same frontier's state: the same bytes.
-            _ = result
-        } catch let error as TransportError {
-            throw error
         } catch {
-            let hint = (error as? SystemError)?.isNoSpace == true ? " (the disk is full: free space; nothing was lost)" : ""
-            throw TransportError(.io, "cannot write baseline \(target)\(hint)", path: target, cause: error as? SystemError)
+            if let failure { throw TransportError(.io, "cannot write baseline \(target): \(failure)", path: target) }
+            let hint = error.isNoSpace ? " (the disk is full: free space; nothing was lost)" : Self.hint(error)
+            throw TransportError(.io, "cannot write baseline \(target)\(hint)", path: target, cause: error)
         }
     }
 
     public func baselines() throws(TransportError) -> [BaselineName] {
-        let account = try openAccountFolder()
         var names: [BaselineName] = []
-        guard let entries = try? account.entries() else { return [] }
-        for entry in entries where entry.kind == .directory && SegmentName.isNodeFolderName(entry.name) {
-            guard let files = try? account.subdirectory(entry.name).entries() else { continue }
-            for file in files where file.kind == .regular {
-                if let name = BaselineName.parse(fileName: file.name, node: NodeID(entry.name)) { names.append(name) }
+        for (node, folder) in (try? nodeFolders()) ?? [] {
+            for file in (try? folder.entries()) ?? [] where file.kind == .regular {
+                if let name = BaselineName.parse(fileName: file.name, node: node) { names.append(name) }
             }
         }
         return names.sorted()
+    }
+
+    /// Every node folder of the account that can be opened (never through a link), by node.
+    private func nodeFolders() throws(TransportError) -> [(NodeID, Directory)] {
+        let account = try openAccountFolder()
+        let entries: [Directory.Entry]
+        do {
+            entries = try account.entries()
+        } catch {
+            throw TransportError(.io, "cannot list the account folder \(accountFolder)", path: accountFolder, cause: error)
+        }
+        return entries.compactMap { entry in
+            guard entry.kind == .directory, SegmentName.isNodeFolderName(entry.name), let folder = try? account.subdirectory(entry.name) else { return nil }
+            return (NodeID(entry.name), folder)
+        }
     }
 
     public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {

@@ -60,7 +60,8 @@ public struct SegmentName: Sendable, Hashable, Comparable, CustomStringConvertib
         return true
     }
 
-    private static func padded(_ value: UInt64) -> String {
+    /// `value` as 20 zero-padded decimal digits, as file names write sequences and counts.
+    static func padded(_ value: UInt64) -> String {
         let digits = String(value)
         return String(repeating: "0", count: max(0, 20 - digits.count)) + digits
     }
