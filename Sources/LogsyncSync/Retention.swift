@@ -41,7 +41,11 @@ final class RetentionMemory: Sendable {
     struct State {
         var lastProgress: (bytes: ProgressRecord, at: UInt64)?
         var lastPruneAt: UInt64 = 0
-        var lastBaselineCheckAt: UInt64 = 0
+        /// When bootstrap last read the transport's progress records and baselines.
+        var lastBootstrapCheckAt: UInt64?
+        /// How many transactions this node's newest baseline includes, once known: the transport is
+        /// listed for it once, not every round.
+        var ownNewestBaseline: UInt64?
         /// Headers of baselines seen: names are immutable, so a header is read once.
         var headers: [BaselineName: BaselineHeader] = [:]
         var status = RetentionStatus()
@@ -61,9 +65,7 @@ extension SyncEngine {
 
     private var now: UInt64 { configuration.retention.clock() }
 
-    func noteRetentionProblem(_ problem: String) { noteProblem(problem) }
-
-    private func noteProblem(_ problem: String) {
+    func noteProblem(_ problem: String) {
         retentionMemory.state.withLock { $0.status.lastProblem = problem }
     }
 
@@ -73,8 +75,9 @@ extension SyncEngine {
     /// problems are kept in ``retentionStatus``.
     func maintainRetention(force: Bool) {
         do {
-            try publishProgressIfDue()
-            try writeBaselineIfDue()
+            let frontier = try store.frontier()
+            try publishProgressIfDue(frontier)
+            try writeBaselineIfDue(frontier)
             let due = retentionMemory.state.withLock { now >= $0.lastPruneAt + configuration.retention.pruneIntervalMilliseconds }
             if force || due {
                 _ = try pruneNow(dryRun: false)
@@ -85,9 +88,9 @@ extension SyncEngine {
         }
     }
 
-    func publishProgressIfDue() throws {
+    func publishProgressIfDue(_ frontier: Frontier) throws {
         let record = ProgressRecord(
-            account: configuration.account, node: node, applied: try store.frontier(), prunedThrough: try store.prunedSequence(),
+            account: configuration.account, node: node, applied: frontier, prunedThrough: try store.prunedSequence(),
             activeAtMilliseconds: now)
         let due = retentionMemory.state.withLock { state -> Bool in
             guard let last = state.lastProgress else { return true }
@@ -101,11 +104,11 @@ extension SyncEngine {
 
     /// Writes a baseline when the frontier has grown by ``RetentionConfiguration/baselineAfterTransactions``
     /// since this node's newest one, publishes it, and deletes this node's older baselines.
-    func writeBaselineIfDue() throws {
-        let frontier = try store.frontier()
-        let own = try transport.baselines().filter { $0.node == node }
-        let newest = own.max()
-        guard frontier.transactionCount >= (newest?.transactionCount ?? 0) + configuration.retention.baselineAfterTransactions else { return }
+    func writeBaselineIfDue(_ frontier: Frontier) throws {
+        let known = retentionMemory.state.withLock { $0.ownNewestBaseline }
+        let newest = try known ?? transport.baselines().filter { $0.node == node }.max()?.transactionCount ?? 0
+        retentionMemory.state.withLock { $0.ownNewestBaseline = newest }
+        guard frontier.transactionCount >= newest + configuration.retention.baselineAfterTransactions else { return }
         _ = try writeBaselineNow()
     }
 
@@ -117,40 +120,45 @@ extension SyncEngine {
     }
 
     func writeBaselineNow() throws -> BaselineName? {
-        let (folder, file) = localScratch("baseline-out")
+        let (folder, file) = try localScratch("baseline-out")
+        let writer = try folder.createFile(file)
+        defer { try? folder.removeFile(file) }
         let written: Store.WrittenBaseline
         do {
-            let writer = try folder.createFile(file)
-            defer { try? folder.removeFile(file) }
-            do {
-                written = try store.writeBaseline(account: configuration.account) { try writer.write($0) }
-            } catch let refusal as Store.BaselineRefusal {
-                noteProblem("no baseline written this round: \(refusal)")
-                return nil
-            }
-            let name = BaselineName(node: node, frontier: written.header.frontier)
-            guard case .reader(let reader) = try folder.openChunks(file, maximumBytes: Int.max) else {
-                throw TransportError(.io, "the local copy of the baseline at \(folder.path)/\(file) is gone")
-            }
-            try transport.publishBaseline(name) { try reader.next() }
-            try store.recordOwnBaseline(digest: name.frontierDigest, historyToken: written.historyToken)
-            retentionMemory.state.withLock { $0.headers[name] = written.header }
-            for older in try transport.baselines() where older.node == node && older < name {
-                try transport.remove(older)
-            }
-            return name
+            written = try store.writeBaseline(account: configuration.account) { try writer.write($0) }
+        } catch let refusal as Store.BaselineRefusal {
+            noteProblem("no baseline written this round: \(refusal)")
+            return nil
         }
+        let name = BaselineName(node: node, frontier: written.header.frontier)
+        let reader = try localReader(folder, file)
+        try transport.publishBaseline(name) { try reader.next() }
+        try store.recordOwnBaseline(digest: name.frontierDigest, historyToken: written.historyToken)
+        retentionMemory.state.withLock {
+            $0.headers[name] = written.header
+            $0.ownNewestBaseline = name.transactionCount
+        }
+        for older in try transport.baselines() where older.node == node && older < name {
+            try transport.remove(older)
+        }
+        return name
     }
 
     /// The store's folder and a scratch file name in it for `purpose`.
-    private func localScratch(_ purpose: String) -> (Directory, String) {
+    private func localScratch(_ purpose: String) throws -> (Directory, String) {
         let path = store.path
         let slash = path.lastIndex(of: "/")
         let folderPath = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        // The folder holds the store: it exists and is this node's own.
-        let folder = (try? Directory.open(folderPath.isEmpty ? "/" : folderPath, followingLink: true))!
-        return (folder, "." + base + "." + purpose)
+        return (try Directory.open(folderPath.isEmpty ? "/" : folderPath, followingLink: true), "." + base + "." + purpose)
+    }
+
+    /// A local scratch file, opened to be read in chunks.
+    private func localReader(_ folder: Directory, _ file: String) throws -> Directory.ChunkReader {
+        guard case .reader(let reader) = try folder.openChunks(file, maximumBytes: Int.max) else {
+            throw TransportError(.io, "the local copy of the baseline at \(folder.path)/\(file) is gone")
+        }
+        return reader
     }
 
     /// The header of a baseline, read once (only its first bytes are fetched).
@@ -227,8 +235,9 @@ extension SyncEngine {
         }
         // Every active node's newest baseline (this node's too) must stay usable: nothing it needs goes.
         let activeNodes = Set(active.map(\.node)).union([node])
+        let allBaselines = try transport.baselines()
         var newestByNode: [NodeID: BaselineName] = [:]
-        for name in try transport.baselines() where activeNodes.contains(name.node) {
+        for name in allBaselines where activeNodes.contains(name.node) {
             if newestByNode[name.node].map({ $0 < name }) ?? true { newestByNode[name.node] = name }
         }
         var limit = exported
@@ -257,7 +266,7 @@ extension SyncEngine {
                         reason: "has applied this node's history up to \(applied) of \(exported)"))
             }
         }
-        if let newest = try transport.baselines().max() {
+        if let newest = allBaselines.max() {
             status.newestBaseline = newest.description
             status.newestBaselineTransactions = newest.transactionCount
         }
@@ -303,6 +312,17 @@ extension SyncEngine {
     func bootstrapIfNeeded(into report: inout SyncReport, cancelled: () -> Bool) throws -> Bool {
         let mine = try store.frontier()
         let interrupted = try store.baselineLoadInProgress()
+        // Reading every node's progress record and listing baselines costs a look at every node folder:
+        // done on the first round, when a node waits on a gap, and otherwise once per progress interval,
+        // not on every arrival.
+        let clock = now
+        if !interrupted, report.waiting.isEmpty {
+            let recent = retentionMemory.state.withLock { state in
+                state.lastBootstrapCheckAt.map { clock < $0 + configuration.retention.progressIntervalMilliseconds } ?? false
+            }
+            if recent { return false }
+        }
+        retentionMemory.state.withLock { $0.lastBootstrapCheckAt = clock }
         let records = (try? progressRecords()) ?? [:]
         let behind = records.values.filter { $0.node != node && $0.prunedThrough > mine[$0.node] }
         let isNew = mine.sequences.keys.allSatisfy { $0 == node }
@@ -360,19 +380,13 @@ extension SyncEngine {
 
     /// Copies a baseline next to the store, verifies it whole, then merges it in.
     private func load(_ name: BaselineName, cancelled: () -> Bool) throws {
-        let (folder, file) = localScratch("baseline-in")
+        let (folder, file) = try localScratch("baseline-in")
         defer { try? folder.removeFile(file) }
         let writer = try folder.createFile(file)
         try transport.readBaseline(name, maximumBytes: configuration.retention.maximumBaselineBytes) { try writer.write($0) }
-        func reader() throws -> Directory.ChunkReader {
-            guard case .reader(let reader) = try folder.openChunks(file, maximumBytes: Int.max) else {
-                throw TransportError(.io, "the local copy of baseline \(name) at \(folder.path)/\(file) is gone")
-            }
-            return reader
-        }
-        let check = try reader()
+        let check = try localReader(folder, file)
         _ = try BaselineDecoder.verify(limits: configuration.limits) { try check.next() }
-        let source = try reader()
+        let source = try localReader(folder, file)
         let decoder = try BaselineDecoder(limits: configuration.limits) { try source.next() }
         _ = try store.loadBaseline(
             decoder, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits,

@@ -132,7 +132,7 @@ public final class SyncEngine: Sendable {
                 loaded = try bootstrapIfNeeded(into: &report, cancelled: cancelled)
             } catch let error as TransportError {
                 // A transport without baselines (or unreachable now): syncing goes on from segments.
-                noteRetentionProblem("looking for a baseline: \(error)")
+                noteProblem("looking for a baseline: \(error)")
                 loaded = false
             }
             if loaded, !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }

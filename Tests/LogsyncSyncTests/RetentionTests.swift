@@ -17,12 +17,11 @@ extension SyncCluster {
     /// An engine with retention on: a baseline every `baselineEvery` transactions, progress published
     /// every round, pruning every round, the retention `retentionDays` on `clock`.
     func retainingEngine(_ store: Store, clock: TestWallClock, baselineEvery: UInt64 = 8, retentionDays: UInt64 = 30) throws -> SyncEngine {
-        let transport = try DirectoryTransport(root: shared, account: "default", node: NodeID(store.nodeID))
         var retention = RetentionConfiguration(
             silentNodeAfterMilliseconds: retentionDays * 86_400_000, baselineAfterTransactions: baselineEvery,
             progressIntervalMilliseconds: 0, pruneIntervalMilliseconds: 0)
         retention.clock = { clock.milliseconds.load(ordering: .relaxed) }
-        return SyncEngine(store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: 3, retention: retention))
+        return try engine(store, maximumChanges: 3, retention: retention)
     }
 
     /// Segment files of `store`'s node in the shared folder.

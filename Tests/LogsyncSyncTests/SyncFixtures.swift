@@ -30,9 +30,12 @@ final class SyncCluster {
         try Store(path: storePath(name), schema: storeSchema)
     }
 
-    func engine(_ store: Store, shared folder: String? = nil, maximumChanges: Int = 2_000) throws -> SyncEngine {
+    func engine(
+        _ store: Store, shared folder: String? = nil, maximumChanges: Int = 2_000, retention: RetentionConfiguration = RetentionConfiguration()
+    ) throws -> SyncEngine {
         let transport = try DirectoryTransport(root: folder ?? shared, account: "default", node: NodeID(store.nodeID))
-        return SyncEngine(store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: maximumChanges))
+        return SyncEngine(
+            store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: maximumChanges, retention: retention))
     }
 
     /// The reference: every segment file in the shared folder decoded and merged.
