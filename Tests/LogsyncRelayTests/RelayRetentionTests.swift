@@ -18,7 +18,18 @@ import Testing
     }
 
     /// Bytes that do not compress, standing in for a baseline (the relay never interprets one).
-    static func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8.random(in: 0...255) } }
+    static func bytes(_ count: Int) -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { buffer in
+            for offset in stride(from: 0, to: count, by: 8) {
+                withUnsafeBytes(of: generator.next() as UInt64) { word in
+                    buffer.baseAddress!.advanced(by: offset).copyMemory(from: word.baseAddress!, byteCount: min(8, count - offset))
+                }
+            }
+        }
+        return bytes
+    }
 
     static func baselineName(_ node: String, _ count: UInt64) -> BaselineName {
         BaselineName(node: NodeID(node), frontier: Frontier([NodeID(node): count]))

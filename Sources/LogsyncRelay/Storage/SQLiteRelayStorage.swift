@@ -360,7 +360,7 @@ extension SQLiteRelayStorage {
         guard let statistics = writerStatistics else { return [] }
         return [
             ("relay_commits_total", "Transactions that made pushes durable (one fsync each).", Double(statistics.commits)),
-            ("relay_committed_pushes_total", "Pushes those transactions carried.", Double(statistics.pushes)),
+            ("relay_committed_pushes_total", "Writes those transactions carried (pushes, progress records, baseline chunks, deletions).", Double(statistics.pushes)),
             ("relay_commit_seconds_total", "Time spent committing, fsync included.", statistics.commitSeconds),
         ]
     }
