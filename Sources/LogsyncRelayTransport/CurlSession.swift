@@ -158,8 +158,14 @@ final class CurlSession: @unchecked Sendable {
                 }
                 streamed += count
                 guard let data, count > 0 else { return true }
-                data.withMemoryRebound(to: UInt8.self, capacity: count) { bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: count)) }
-                if bytes.count >= stream.chunkBytes { return flush() == nil }
+                // Chunks of exactly chunkBytes, whatever sizes libcurl writes in.
+                var rest = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: count)[...]
+                while !rest.isEmpty {
+                    let taken = min(rest.count, stream.chunkBytes - bytes.count)
+                    bytes.append(contentsOf: rest.prefix(taken))
+                    rest = rest.dropFirst(taken)
+                    if bytes.count == stream.chunkBytes, flush() != nil { return false }
+                }
                 return true
             }
             guard bytes.count + count <= limit else {
