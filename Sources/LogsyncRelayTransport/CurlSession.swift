@@ -30,17 +30,29 @@ final class CurlSession: @unchecked Sendable {
 
     deinit { curl_easy_cleanup(handle) }
 
+    /// Where a `200` answer's body goes instead of memory: `consume` gets it in chunks of `chunkBytes`
+    /// (the last one shorter), at most `maximumBytes` in all. Other answers (errors) are kept in memory.
+    struct Stream {
+        var chunkBytes: Int
+        var maximumBytes: Int
+        var consume: ([UInt8]) throws -> Void
+    }
+
     /// Sends one request and returns the status and body. Throws ``TransportError/Code/io`` for network
-    /// failures (refused, reset, timed out, TLS), with libcurl's own message.
+    /// failures (refused, reset, timed out, TLS), with libcurl's own message. With `stallSeconds`, the
+    /// request has no overall timeout but is cut when it moves less than 1 KiB a second for that long (for
+    /// transfers whose size says nothing about how long they may take). With `stream`, a 200 answer's body
+    /// goes to it and the returned body is empty; an error `stream.consume` throws ends the transfer and
+    /// comes back as an ``TransportError/Code/io`` error with it as the cause.
     func perform(
         method: String, url: String, headers: [String], body: [UInt8]? = nil, timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int,
-        maximumResponseBytes: Int
+        maximumResponseBytes: Int, stallSeconds: Int? = nil, stream: Stream? = nil
     ) throws(TransportError) -> Response {
         lock.lock()
         defer { lock.unlock() }
         // curl_easy_reset keeps the open connections, the TLS session cache and the DNS cache.
         curl_easy_reset(handle)
-        let sink = Sink(limit: maximumResponseBytes, session: self)
+        let sink = Sink(limit: maximumResponseBytes, session: self, handle: handle, stream: stream)
         var list: UnsafeMutablePointer<curl_slist>?
         // Without "Expect:" libcurl waits for a 100-continue before sending a large body.
         for header in headers + ["Expect:"] { list = curl_slist_append(list, header) }
@@ -51,7 +63,12 @@ final class CurlSession: @unchecked Sendable {
         codes.append(ccurl_setopt_string(handle, CURLOPT_URL, url))
         codes.append(ccurl_setopt_long(handle, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)))
         codes.append(ccurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
-        codes.append(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds))
+        if let stallSeconds {
+            codes.append(ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1_024))
+            codes.append(ccurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, stallSeconds))
+        } else {
+            codes.append(ccurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds))
+        }
         codes.append(ccurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds))
         codes.append(ccurl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
         codes.append(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
@@ -85,9 +102,12 @@ final class CurlSession: @unchecked Sendable {
             }
             return curl_easy_perform(handle)
         }
+        if code == CURLE_OK, let failure = sink.flush() { throw Self.consumerFailure(failure, method, url) }
         guard code == CURLE_OK else {
+            if code == CURLE_WRITE_ERROR, let failure = sink.consumerError { throw Self.consumerFailure(failure, method, url) }
             if code == CURLE_WRITE_ERROR, sink.overflowed {
-                throw TransportError(.tooLarge, "the relay's answer to \(method) \(Self.redacted(url)) is over \(maximumResponseBytes) bytes")
+                let limit = sink.streaming == true ? stream?.maximumBytes ?? maximumResponseBytes : maximumResponseBytes
+                throw TransportError(.tooLarge, "the relay's answer to \(method) \(Self.redacted(url)) is over \(limit) bytes")
             }
             let detail = code == CURLE_ABORTED_BY_CALLBACK ? "cancelled" : String(cString: curl_easy_strerror(code))
             throw TransportError(.io, "\(method) \(Self.redacted(url)) failed: \(detail)")
@@ -97,22 +117,57 @@ final class CurlSession: @unchecked Sendable {
         return Response(status: status, body: sink.bytes)
     }
 
+    private static func consumerFailure(_ error: any Error, _ method: String, _ url: String) -> TransportError {
+        TransportError(.io, "the answer to \(method) \(redacted(url)) was refused by its reader: \(error)")
+    }
+
     /// A URL as logs and errors show it: without a query string.
     static func redacted(_ url: String) -> String { String(url.split(separator: "?", maxSplits: 1).first ?? "") }
 
-    /// Where libcurl writes an answer, bounded.
+    /// Where libcurl writes an answer, bounded: in memory, or for a 200 answer with a stream, to the
+    /// stream in chunks.
     private final class Sink {
         var bytes: [UInt8] = []
         var overflowed = false
         let limit: Int
         weak var session: CurlSession?
+        let handle: UnsafeMutableRawPointer
+        let stream: Stream?
+        /// Whether the body goes to the stream: decided at its first byte, by the answer's status.
+        var streaming: Bool?
+        var streamed = 0
+        var consumerError: (any Error)?
 
-        init(limit: Int, session: CurlSession) {
+        init(limit: Int, session: CurlSession, handle: UnsafeMutableRawPointer, stream: Stream?) {
             self.limit = limit
             self.session = session
+            self.handle = handle
+            self.stream = stream
         }
 
         func append(_ data: UnsafeMutablePointer<CChar>?, _ count: Int) -> Bool {
+            if streaming == nil {
+                var status = 0
+                _ = ccurl_response_code(handle, &status)
+                streaming = stream != nil && status == 200
+            }
+            if streaming == true, let stream {
+                guard streamed + count <= stream.maximumBytes else {
+                    overflowed = true
+                    return false
+                }
+                streamed += count
+                guard let data, count > 0 else { return true }
+                // Chunks of exactly chunkBytes, whatever sizes libcurl writes in.
+                var rest = UnsafeBufferPointer(start: UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: count)[...]
+                while !rest.isEmpty {
+                    let taken = min(rest.count, stream.chunkBytes - bytes.count)
+                    bytes.append(contentsOf: rest.prefix(taken))
+                    rest = rest.dropFirst(taken)
+                    if bytes.count == stream.chunkBytes, flush() != nil { return false }
+                }
+                return true
+            }
             guard bytes.count + count <= limit else {
                 overflowed = true
                 return false
@@ -120,6 +175,19 @@ final class CurlSession: @unchecked Sendable {
             guard let data, count > 0 else { return true }
             data.withMemoryRebound(to: UInt8.self, capacity: count) { bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: count)) }
             return true
+        }
+
+        /// Hands what is gathered to the stream; returns the stream's error, if it threw one.
+        func flush() -> (any Error)? {
+            guard streaming == true, let stream, !bytes.isEmpty else { return nil }
+            do {
+                try stream.consume(bytes)
+                bytes.removeAll(keepingCapacity: true)
+                return nil
+            } catch {
+                consumerError = error
+                return error
+            }
         }
     }
 }

@@ -23,6 +23,10 @@ public struct RelayClientSettings: Sendable {
     /// Bytes of pulled segments kept in memory until the engine reads them; past it they are fetched
     /// again when read.
     public var cacheBytes = 64 << 20
+    /// The largest baseline this node publishes: a baseline is gathered in memory before its upload (the
+    /// relay needs its size up front), so this bounds that memory. The relay's own limit is
+    /// `max_baseline_bytes` (512 MiB by default).
+    public var maximumBaselineBytes = 512 << 20
 
     public init(url: String, account: String, token: String, caFile: String? = nil) {
         self.url = url.hasSuffix("/") ? String(url.dropLast()) : url
@@ -40,11 +44,11 @@ public struct RelayClientSettings: Sendable {
 public final class RelayTransport: Transport, Sendable {
     public let settings: RelayClientSettings
     public let node: NodeID
-    private let requests: CurlSession
-    private let state = Mutex(State())
+    let requests: CurlSession
+    let state = Mutex(State())
     private let contact: Mutex<RelayContact>
 
-    private struct State {
+    struct State {
         /// The last arrival pulled.
         var cursor: UInt64 = 0
         var index: [NodeID: [SegmentName]] = [:]
@@ -64,18 +68,21 @@ public final class RelayTransport: Transport, Sendable {
     /// What the node last heard from the relay.
     public var lastContact: RelayContact { contact.withLock { $0 } }
 
-    private var accountURL: String { "\(settings.url)/v1/accounts/\(settings.account)" }
+    var accountURL: String { "\(settings.url)/v1/accounts/\(settings.account)" }
 
     // MARK: Transport
 
     public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
         let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
         let response = try send("PUT", url, body: bytes, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
-        guard response.status == 200 || response.status == 201 else {
-            let error = Self.error(for: response, doing: "pushing segment \(name)")
-            contact.withLock { $0.lastRefusal = error.message }
-            throw error
-        }
+        guard response.status == 200 || response.status == 201 else { throw refusal(response, doing: "pushing segment \(name)") }
+    }
+
+    /// The error for a refused write, which `syncctl status` shows as the last refusal.
+    func refusal(_ response: CurlSession.Response, doing what: String) -> TransportError {
+        let error = Self.error(for: response, doing: what)
+        contact.withLock { $0.lastRefusal = error.message }
+        return error
     }
 
     public func scan(excluding node: NodeID) throws(TransportError) -> TransportScan {
@@ -203,10 +210,11 @@ public final class RelayTransport: Transport, Sendable {
     }
 
     /// Sends a request, retrying network failures and 5xx answers with jittered exponential backoff up to
-    /// ``RelayClientSettings/attempts`` times; any other answer is returned as it is.
-    private func send(
+    /// ``RelayClientSettings/attempts`` times while `retryable` says so (not once a streamed answer has
+    /// been handed out in part); any other answer is returned as it is.
+    func send(
         _ method: String, _ url: String, body: [UInt8]? = nil, session: CurlSession, timeoutMilliseconds: Int,
-        maximumResponseBytes: Int = 1 << 20
+        maximumResponseBytes: Int = 1 << 20, stallSeconds: Int? = nil, stream: CurlSession.Stream? = nil, retryable: () -> Bool = { true }
     ) throws(TransportError) -> CurlSession.Response {
         var backoff = Backoff(initialMilliseconds: 50, maximumMilliseconds: 2_000)
         var attempt = 0
@@ -216,9 +224,9 @@ public final class RelayTransport: Transport, Sendable {
                 let response = try session.perform(
                     method: method, url: url, headers: ["Authorization: Bearer \(settings.token)"] + (body == nil ? [] : ["Content-Type: application/octet-stream"]),
                     body: body, timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
-                    maximumResponseBytes: maximumResponseBytes)
+                    maximumResponseBytes: maximumResponseBytes, stallSeconds: stallSeconds, stream: stream)
                 record(response)
-                if response.status >= 500, attempt < settings.attempts {
+                if response.status >= 500, attempt < settings.attempts, retryable() {
                     usleep(UInt32(backoff.next() * 1000))
                     continue
                 }
@@ -227,7 +235,7 @@ public final class RelayTransport: Transport, Sendable {
                 if !session.cancelled.load(ordering: .relaxed) {
                     contact.withLock { $0.lastAnswer = error.message; $0.lastAnswerAt = Int64(Date().timeIntervalSince1970 * 1000) }
                 }
-                guard attempt < settings.attempts, !session.cancelled.load(ordering: .relaxed), !error.code.isPermanent else { throw error }
+                guard attempt < settings.attempts, !session.cancelled.load(ordering: .relaxed), !error.code.isPermanent, retryable() else { throw error }
                 usleep(UInt32(backoff.next() * 1000))
             }
         }
@@ -299,22 +307,4 @@ struct PullPage: Decodable {
 struct ErrorAnswer: Decodable {
     var code: String
     var message: String
-}
-
-// Bounded growth through the relay: not served by this relay version yet. Each refuses with a clear
-// reason, so the engine reports it and keeps everything (nothing is pruned without progress records).
-extension RelayTransport {
-    private static func notYet(_ what: String) -> TransportError {
-        TransportError(.refused, "the relay client cannot \(what) yet: retention through a relay is not available in this version")
-    }
-
-    public func publishProgress(_ bytes: [UInt8]) throws(TransportError) { throw Self.notYet("publish progress records") }
-    public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] { throw Self.notYet("read progress records") }
-    public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) { throw Self.notYet("publish baselines") }
-    public func baselines() throws(TransportError) -> [BaselineName] { throw Self.notYet("list baselines") }
-    public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
-        throw Self.notYet("read baselines")
-    }
-    public func remove(_ name: SegmentName) throws(TransportError) { throw Self.notYet("delete segments") }
-    public func remove(_ name: BaselineName) throws(TransportError) { throw Self.notYet("delete baselines") }
 }

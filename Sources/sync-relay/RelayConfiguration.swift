@@ -46,13 +46,14 @@ enum RelayConfiguration {
             settings.databasePath = resolve(text)
             return nil
         },
-        Key(table: "storage", name: "default_quota_bytes", meaning: "segment bytes an account may hold unless its own quota says otherwise") { settings, value, _ in
+        Key(table: "storage", name: "default_quota_bytes", meaning: "bytes of segments, baselines and progress records an account may hold unless its own quota says otherwise") { settings, value, _ in
             guard case .integer(let number) = value, number > 0 else { return "must be a positive integer" }
             settings.defaultQuotaBytes = number
             return nil
         },
         Key(table: "storage", name: "max_queued_pushes", meaning: "pushes waiting for the disk at once; past it 503", apply: integer(\.maximumQueuedPushes)),
         Key(table: "limits", name: "max_segment_bytes", meaning: "largest segment accepted; larger: 413", apply: integer(\.maximumSegmentBytes)),
+        Key(table: "limits", name: "max_baseline_bytes", meaning: "largest baseline accepted; larger: 413", apply: integer(\.maximumBaselineBytes)),
         Key(table: "limits", name: "request_timeout_s", meaning: "a request body must arrive within this; else 408", apply: integer(\.requestTimeoutSeconds)),
         Key(table: "limits", name: "idle_timeout_s", meaning: "idle connections are closed after this", apply: integer(\.idleTimeoutSeconds)),
         Key(table: "limits", name: "max_connections", meaning: "connections served at once; more wait in the listen backlog", apply: integer(\.maximumConnections)),

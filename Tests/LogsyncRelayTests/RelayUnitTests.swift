@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncCore
 @testable import LogsyncRelay
 import LogsyncTestKit
 import Testing
@@ -109,5 +110,51 @@ import Testing
         #expect(try storage.authenticate(token)?.account == "acct")
         try storage.revokeToken(id: info.id)
         #expect(try storage.authenticate(token) == nil)
+    }
+
+    @Test func retentionStorageCountsQuotaAndAccountDeletionClearsIt() async throws {
+        let directory = try TemporaryDirectory("relayretain")
+        let storage = try SQLiteRelayStorage(path: directory.file("relay.sqlite"))
+        defer { storage.close() }
+        try storage.createAccount("acct", quotaBytes: 10_000)
+        let node = NodeID(SegmentFixtures.nodeID())
+        try await storage.putProgress(ProgressPut(account: "acct", node: node, bytes: [UInt8](repeating: 1, count: 100), defaultQuotaBytes: 1 << 30))
+        try await storage.putProgress(ProgressPut(account: "acct", node: node, bytes: [UInt8](repeating: 2, count: 40), defaultQuotaBytes: 1 << 30))
+        #expect(try storage.usage(account: "acct")?.used == 40, "a replaced record counts once, at its new size")
+        func upload(_ name: String, _ chunks: [[UInt8]]) async throws(RelayError) -> Bool {
+            let id = try await storage.beginBaseline(account: "acct", node: node, name: name)
+            for (index, chunk) in chunks.enumerated() { try await storage.appendBaselineChunk(upload: id, index: index, bytes: chunk) }
+            // The storage compares digests as given: the bytes themselves serve here.
+            let all = chunks.flatMap { $0 }
+            do {
+                return try await storage.finishBaseline(
+                    BaselineFinish(
+                        account: "acct", node: node, name: name, upload: id, chunks: chunks.count, size: Int64(all.count),
+                        digest: all, defaultQuotaBytes: 1 << 30))
+            } catch {
+                await storage.abandonBaseline(upload: id)
+                throw error
+            }
+        }
+        #expect(try await upload("b1", [[1, 2], [3]]))
+        #expect(try await !upload("b1", [[1, 2], [3]]), "the same bytes again: stored before")
+        await #expect(throws: RelayError.self) { try await upload("b1", [[1, 2], [4]]) }
+        let stored = try #require(try storage.baseline(account: "acct", node: node, name: "b1"))
+        #expect(stored.chunks == 2 && stored.size == 3)
+        #expect(try storage.baselineChunk(blob: stored.blob, index: 1) == [3])
+        #expect(try storage.usage(account: "acct")?.used == 43)
+        let refused = await #expect(throws: RelayError.self) { try await upload("b2", [[UInt8](repeating: 0, count: 9_999)]) }
+        #expect(refused?.code == .quotaExceeded)
+        #expect(try storage.baselines(account: "acct").map(\.name) == ["b1"], "a refused upload leaves nothing")
+        #expect(try await storage.deleteBaseline(account: "acct", node: node, name: "b1"))
+        #expect(try await !storage.deleteBaseline(account: "acct", node: node, name: "b1"))
+        #expect(try storage.baselineChunk(blob: stored.blob, index: 0) == nil, "its chunks go with it")
+        #expect(try storage.usage(account: "acct")?.used == 40)
+        // Deleting the account takes its records and baselines; created again, it starts empty.
+        #expect(try await upload("b3", [[9]]))
+        try storage.deleteAccount("acct")
+        try storage.createAccount("acct", quotaBytes: nil)
+        #expect(try storage.progressRecords(account: "acct").isEmpty && storage.baselines(account: "acct").isEmpty)
+        #expect(try storage.usage(account: "acct")?.used == 0)
     }
 }

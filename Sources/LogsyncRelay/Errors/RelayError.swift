@@ -30,6 +30,12 @@ public struct RelayError: Error, Sendable, CustomStringConvertible {
         public static let lengthRequired = Code(name: "length_required", status: 411)
         /// The segment is larger than `max_segment_bytes`.
         public static let tooLarge = Code(name: "segment_too_large", status: 413)
+        /// The baseline is larger than `max_baseline_bytes`.
+        public static let baselineTooLarge = Code(name: "baseline_too_large", status: 413)
+        /// The progress record is larger than a record can be (1 MiB).
+        public static let progressTooLarge = Code(name: "progress_too_large", status: 413)
+        /// The body is not an intact progress record.
+        public static let malformedProgress = Code(name: "malformed_progress", status: 400)
         /// The account's storage quota would be exceeded.
         public static let quotaExceeded = Code(name: "quota_exceeded", status: 507)
         /// A limit on concurrent work was reached: retry after the `Retry-After` seconds.
@@ -86,7 +92,7 @@ extension RelayError: HTTPResponseError {
         if let allow { headers[.allow] = allow }
         if code == .unauthorized { headers[.wwwAuthenticate] = "Bearer realm=\"sync-relay\"" }
         // A refused upload may still be arriving: close the connection rather than read it.
-        if code == .tooLarge || code == .lengthRequired || code == .timeout { headers[.connection] = "close" }
+        if code.status == 413 || code == .lengthRequired || code == .timeout { headers[.connection] = "close" }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let body = (try? encoder.encode(ErrorBody(code: code.name, message: message))) ?? Data()

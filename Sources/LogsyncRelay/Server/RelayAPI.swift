@@ -9,17 +9,22 @@ import Synchronization
 
 /// The relay's routes, all under `/v1` (docs/relay-protocol.md, docs/relay-openapi.yaml).
 final class RelayAPI: Sendable {
-    let storage: any MailboxStorage & CredentialStorage
+    let storage: any MailboxStorage & CredentialStorage & RetentionStorage
     let settings: RelaySettings
     let board: ArrivalBoard
     let metrics: RelayMetrics
     let logger: Logger
     /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
-    private let buffered = Atomic<Int>(0)
+    let buffered = Atomic<Int>(0)
     /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
-    /// while the account's latest announced arrival is the one they were made at. At most
-    /// ``pageCacheBytes`` in all.
-    private let pages = Mutex<(entries: [PageKey: (latest: UInt64, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
+    /// while the account's latest announced arrival is the one they were made at and no segment was
+    /// deleted since. At most ``pageCacheBytes`` in all.
+    private let pages = Mutex<(entries: [PageKey: (latest: UInt64, deletions: Int, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
+    /// Segments deleted so far (pruning): a page encoded before a deletion is not reused after it.
+    let deletions = Atomic<Int>(0)
+    /// Bytes of baseline uploads in flight per account, counted against its quota before their bodies
+    /// are read.
+    let pendingUploads = Mutex<[String: Int64]>([:])
     static let pageCacheBytes = 32 << 20
 
     private struct PageKey: Hashable {
@@ -28,7 +33,7 @@ final class RelayAPI: Sendable {
         var limit: Int
     }
 
-    init(storage: any MailboxStorage & CredentialStorage, settings: RelaySettings, metrics: RelayMetrics, logger: Logger) {
+    init(storage: any MailboxStorage & CredentialStorage & RetentionStorage, settings: RelaySettings, metrics: RelayMetrics, logger: Logger) {
         self.storage = storage
         self.settings = settings
         self.board = ArrivalBoard(maximumWaiters: settings.maximumWaitingPolls)
@@ -63,10 +68,13 @@ final class RelayAPI: Sendable {
         router.get("/v1/accounts/:account/nodes") { [self] request, context in
             try nodes(request, context)
         }
+        registerRetention(on: router)
         // Other methods on these paths: 405 with the methods that are allowed, rather than 404.
         let routes: [(path: String, allowed: [HTTPRequest.Method])] = [
             ("/v1/health", [.get]), ("/v1/ready", [.get]), ("/metrics", [.get]), ("/v1/accounts/:account/segments", [.get]),
-            ("/v1/accounts/:account/nodes", [.get]), ("/v1/accounts/:account/nodes/:node/segments/:range", [.get, .put]),
+            ("/v1/accounts/:account/nodes", [.get]), ("/v1/accounts/:account/nodes/:node/segments/:range", [.get, .put, .delete]),
+            ("/v1/accounts/:account/progress", [.get]), ("/v1/accounts/:account/nodes/:node/progress", [.put]),
+            ("/v1/accounts/:account/baselines", [.get]), ("/v1/accounts/:account/nodes/:node/baselines/:name", [.get, .put, .delete]),
         ]
         let methods: [HTTPRequest.Method] = [.get, .put, .post, .delete, .patch, .options, .trace] + [HTTPRequest.Method("QUERY")].compactMap { $0 }
         for route in routes {
@@ -85,25 +93,10 @@ final class RelayAPI: Sendable {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
-        let credential = try authorize(request, account: account)
-        if let bound = credential.node, bound != node {
-            throw RelayError(.forbidden, "this token may push only as node \(bound), not \(node)")
-        }
-        guard let lengthText = request.headers[.contentLength] else {
-            throw RelayError(.lengthRequired, "a push needs a Content-Length header (the segment's size)")
-        }
-        guard let length = Int(lengthText), length >= 0 else { throw RelayError(.badRequest, "Content-Length is not a number") }
-        guard length <= settings.maximumSegmentBytes else {
-            throw RelayError(.tooLarge, "the segment is \(length) bytes; this relay takes at most \(settings.maximumSegmentBytes) (max_segment_bytes)")
-        }
-        // Bounded memory under a flood of bodies: reserve the body's size before reading it.
-        let now = buffered.wrappingAdd(length, ordering: .relaxed).newValue
-        defer { buffered.wrappingSubtract(length, ordering: .relaxed) }
-        guard now <= settings.maximumBufferedBytes || now == length else {
-            throw RelayError(
-                .busy, "the relay holds \(settings.maximumBufferedBytes) bytes of uploads already (max_buffered_bytes): retry shortly", retryAfter: 1)
-        }
-        let bytes = try await readBody(request.body, length: length)
+        try authorize(request, account: account, writingAs: node, "push")
+        let length = try contentLength(
+            request, what: "segment", maximum: settings.maximumSegmentBytes, key: "max_segment_bytes", tooLarge: .tooLarge)
+        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request.body, length: length) }
         let header: SegmentHeader
         do {
             header = try SegmentDecoder.checkEnvelope(bytes, limits: SegmentLimits(maxSegmentBytes: settings.maximumSegmentBytes))
@@ -131,33 +124,69 @@ final class RelayAPI: Sendable {
         }
     }
 
-    private func readBody(_ body: RequestBody, length: Int) async throws -> [UInt8] {
-        let limit = min(length, settings.maximumSegmentBytes)
+    /// A body of `length` bytes (checked against its limit already), whole: it must arrive within
+    /// `request_timeout_s`.
+    func readBody(_ body: RequestBody, length: Int) async throws(RelayError) -> [UInt8] {
+        let whole = Mutex<[UInt8]>([])
+        try await streamBody(body, length: length, chunkBytes: max(length, 1)) { chunk throws(RelayError) in whole.withLock { $0 = chunk } }
+        return whole.withLock { $0 }
+    }
+
+    /// Reads a body of `length` bytes and hands it to `consume` in chunks of `chunkBytes` (the last one
+    /// shorter): memory holds one chunk. Each chunk must arrive within `request_timeout_s` (the time
+    /// `consume` takes does not count), else 408.
+    func streamBody(
+        _ body: RequestBody, length: Int, chunkBytes: Int, _ consume: @escaping @Sendable ([UInt8]) async throws(RelayError) -> Void
+    ) async throws(RelayError) {
         let timeout = Duration.seconds(settings.requestTimeoutSeconds)
-        return try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
-            group.addTask {
-                var bytes: [UInt8] = []
-                bytes.reserveCapacity(limit)
-                for try await buffer in body {
-                    guard bytes.count + buffer.readableBytes <= limit else {
-                        throw RelayError(.tooLarge, "the body is longer than its Content-Length (\(length)) or than max_segment_bytes")
+        let deadline = BodyDeadline(ContinuousClock.now + timeout)
+        do {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    var chunk: [UInt8] = []
+                    var total = 0
+                    func flush() async throws(RelayError) {
+                        deadline.instant.withLock { $0 = .now + .seconds(3_600) }
+                        try await consume(chunk)
+                        chunk = []
+                        deadline.instant.withLock { $0 = .now + timeout }
                     }
-                    bytes.append(contentsOf: buffer.readableBytesView)
+                    for try await buffer in body {
+                        guard total + buffer.readableBytes <= length else {
+                            throw RelayError(.badRequest, "the body is longer than its Content-Length (\(length))")
+                        }
+                        total += buffer.readableBytes
+                        var rest = buffer.readableBytesView[...]
+                        while !rest.isEmpty {
+                            if chunk.isEmpty { chunk.reserveCapacity(min(chunkBytes, length - total + rest.count)) }
+                            let taken = min(rest.count, chunkBytes - chunk.count)
+                            chunk.append(contentsOf: rest.prefix(taken))
+                            rest = rest.dropFirst(taken)
+                            if chunk.count == chunkBytes { try await flush() }
+                        }
+                    }
+                    guard total == length else {
+                        throw RelayError(.badRequest, "the body ended after \(total) of \(length) bytes")
+                    }
+                    if !chunk.isEmpty { try await flush() }
+                    return true
                 }
-                guard bytes.count == length else {
-                    throw RelayError(.badRequest, "the body ended after \(bytes.count) of \(length) bytes")
+                group.addTask {
+                    while true {
+                        let due = deadline.instant.withLock { $0 }
+                        if ContinuousClock.now >= due { return false }
+                        try await Task.sleep(until: due, clock: .continuous)
+                    }
                 }
-                return bytes
+                defer { group.cancelAll() }
+                guard try await group.next() == true else {
+                    throw RelayError(.timeout, "the body did not arrive within \(settings.requestTimeoutSeconds) seconds (request_timeout_s)")
+                }
             }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let bytes = first else {
-                throw RelayError(.timeout, "the body did not arrive within \(settings.requestTimeoutSeconds) seconds (request_timeout_s)")
-            }
-            return bytes
+        } catch let error as RelayError {
+            throw error
+        } catch {
+            throw RelayError(.badRequest, "the body could not be read: \(error)")
         }
     }
 
@@ -206,7 +235,8 @@ final class RelayAPI: Sendable {
     private func encodedPage(account: String, after: UInt64, limit: Int) throws(RelayError) -> (body: ByteBuffer, count: Int)? {
         let key = PageKey(account: account, after: after, limit: limit)
         let latest = board.latest(account: account)
-        if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest { return (hit.body, hit.count) }
+        let deleted = deletions.load(ordering: .acquiring)
+        if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest, hit.deletions == deleted { return (hit.body, hit.count) }
         let page = try storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
         guard !page.segments.isEmpty else { return nil }
         let encoder = JSONEncoder()
@@ -223,7 +253,7 @@ final class RelayAPI: Sendable {
             pages.withLock { cache in
                 if cache.bytes + body.readableBytes > Self.pageCacheBytes { cache = ([:], 0) }
                 if let old = cache.entries[key] { cache.bytes -= old.body.readableBytes }
-                cache.entries[key] = (latest, body, page.segments.count)
+                cache.entries[key] = (latest, deleted, body, page.segments.count)
                 cache.bytes += body.readableBytes
             }
         }
@@ -238,7 +268,7 @@ final class RelayAPI: Sendable {
 
     // MARK: Checks
 
-    private func accountParameter(_ context: BasicRequestContext) throws(RelayError) -> String {
+    func accountParameter(_ context: BasicRequestContext) throws(RelayError) -> String {
         let account = context.parameters.get("account") ?? ""
         if let problem = RelayNames.accountProblem(account) {
             throw RelayError(.badRequest, "the account in the path \(RelayNames.quoted(account)) \(problem)")
@@ -246,7 +276,7 @@ final class RelayAPI: Sendable {
         return account
     }
 
-    private func nodeParameter(_ context: BasicRequestContext) throws(RelayError) -> NodeID {
+    func nodeParameter(_ context: BasicRequestContext) throws(RelayError) -> NodeID {
         let node = context.parameters.get("node") ?? ""
         if let problem = RelayNames.nodeProblem(node) {
             throw RelayError(.badRequest, "the node in the path \(RelayNames.quoted(node)) \(problem)")
@@ -254,7 +284,7 @@ final class RelayAPI: Sendable {
         return NodeID(node)
     }
 
-    private func rangeParameter(_ context: BasicRequestContext) throws(RelayError) -> (UInt64, UInt64) {
+    func rangeParameter(_ context: BasicRequestContext) throws(RelayError) -> (UInt64, UInt64) {
         let text = context.parameters.get("range") ?? ""
         guard let range = RelayNames.parseRange(text) else {
             throw RelayError(.badRequest, "the segment in the path \(RelayNames.quoted(text)) is not FIRST-LAST (decimal sequence numbers, 1 ≤ FIRST ≤ LAST)")
@@ -264,7 +294,8 @@ final class RelayAPI: Sendable {
 
     /// The credential of the request's bearer token, which must be for `account`. The same answer for an
     /// account that does not exist as for one that does: a token learns nothing about other accounts.
-    private func authorize(_ request: Request, account: String) throws(RelayError) -> Credential {
+    @discardableResult
+    func authorize(_ request: Request, account: String) throws(RelayError) -> Credential {
         guard let header = request.headers[.authorization] else {
             throw RelayError(.unauthorized, "no token: send Authorization: Bearer <token> (sync-relay token issue makes one)")
         }
@@ -275,6 +306,39 @@ final class RelayAPI: Sendable {
             throw RelayError(.forbidden, "this token is not valid for the account in the path")
         }
         return credential
+    }
+
+    /// Checks that the request's token may write as `node`: a token bound to another node may not; an
+    /// account's token may write as any node of its account.
+    func authorize(_ request: Request, account: String, writingAs node: NodeID, _ what: String) throws(RelayError) {
+        let credential = try authorize(request, account: account)
+        if let bound = credential.node, bound != node {
+            throw RelayError(.forbidden, "this token may \(what) only as node \(bound), not \(node)")
+        }
+    }
+
+    /// The request's Content-Length, at most `maximum`: a body is sized before a byte of it is read.
+    func contentLength(_ request: Request, what: String, maximum: Int, key: String, tooLarge: RelayError.Code) throws(RelayError) -> Int {
+        guard let lengthText = request.headers[.contentLength] else {
+            throw RelayError(.lengthRequired, "this request needs a Content-Length header (the \(what)'s size)")
+        }
+        guard let length = Int(lengthText), length >= 0 else { throw RelayError(.badRequest, "Content-Length is not a number") }
+        guard length <= maximum else {
+            throw RelayError(tooLarge, "the \(what) is \(length) bytes; this relay takes at most \(maximum) (\(key))")
+        }
+        return length
+    }
+
+    /// Runs `body` with `length` bytes reserved from ``RelaySettings/maximumBufferedBytes``: bounded
+    /// memory under a flood of bodies, since each reserves its size before it is read.
+    func withBuffered<T>(_ length: Int, _ body: () async throws(RelayError) -> T) async throws(RelayError) -> T {
+        let now = buffered.wrappingAdd(length, ordering: .relaxed).newValue
+        defer { buffered.wrappingSubtract(length, ordering: .relaxed) }
+        guard now <= settings.maximumBufferedBytes || now == length else {
+            throw RelayError(
+                .busy, "the relay holds \(settings.maximumBufferedBytes) bytes of uploads already (max_buffered_bytes): retry shortly", retryAfter: 1)
+        }
+        return try await body()
     }
 
     private static func integer(
@@ -322,4 +386,10 @@ struct PullAnswer: Codable {
 struct NodesAnswer: Codable {
     var cursor: UInt64
     var nodes: [NodeSummary]
+}
+
+/// When the body being read must have moved on by: shared by its reader and its timer.
+private final class BodyDeadline: Sendable {
+    let instant: Mutex<ContinuousClock.Instant>
+    init(_ instant: ContinuousClock.Instant) { self.instant = Mutex(instant) }
 }

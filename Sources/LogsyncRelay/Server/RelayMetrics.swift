@@ -18,6 +18,11 @@ final class RelayMetrics: Sendable {
             "relay_stored_bytes_total": "Segment bytes stored.",
             "relay_pulled_segments_total": "Segments sent in pull answers.",
             "relay_refusals_total": "Requests refused, by error code.",
+            "relay_progress_records_total": "Progress records stored (each replaces its node's last one).",
+            "relay_baselines_total": "Baseline uploads, by outcome (stored, duplicate).",
+            "relay_baseline_bytes_total": "Baseline bytes stored.",
+            "relay_deleted_segments_total": "Segments deleted by their nodes (pruning).",
+            "relay_deleted_baselines_total": "Baselines deleted by their nodes.",
         ]
         for family in help.keys.sorted() {
             lines.append("# HELP \(family) \(help[family]!)")

@@ -8,14 +8,14 @@ import NIOCore
 /// cancelled or SIGTERM/SIGINT arrive.
 public struct RelayServer: Sendable {
     public let settings: RelaySettings
-    public let storage: any MailboxStorage & CredentialStorage
+    public let storage: any MailboxStorage & CredentialStorage & RetentionStorage
     public let tls: TLSCredentials?
     let logger: Logger
     /// Hummingbird's own logger (connections, lifecycle): quieter than the relay's by default.
     let frameworkLogger: Logger
 
     public init(
-        settings: RelaySettings, storage: any MailboxStorage & CredentialStorage, tls: TLSCredentials?, logger: Logger, frameworkLogger: Logger? = nil
+        settings: RelaySettings, storage: any MailboxStorage & CredentialStorage & RetentionStorage, tls: TLSCredentials?, logger: Logger, frameworkLogger: Logger? = nil
     ) {
         self.settings = settings
         self.storage = storage

@@ -9,7 +9,10 @@ public struct RelaySettings: Sendable {
     public var tlsKeyPath: String?
     /// A push larger than this is refused with 413.
     public var maximumSegmentBytes = 16 << 20
-    /// An account whose own quota is not set may hold this many segment bytes; past it, 507.
+    /// A baseline larger than this is refused with 413 (its upload is streamed to storage, not held in memory).
+    public var maximumBaselineBytes = 512 << 20
+    /// An account whose own quota is not set may hold this many bytes of segments, baselines and progress
+    /// records; past it, 507.
     public var defaultQuotaBytes: Int64 = 1 << 30
     /// A request body must arrive within this many seconds (408 otherwise).
     public var requestTimeoutSeconds = 30

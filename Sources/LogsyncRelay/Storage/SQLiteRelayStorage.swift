@@ -11,7 +11,7 @@ import Synchronization
 /// connections of their own and never wait for the writer.
 public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendable {
     public let path: String
-    private let writer: GroupCommitWriter?
+    let writer: GroupCommitWriter?
     private let readers: [Reader]
     /// Accounts and tokens are changed rarely (by `sync-relay account|token`, often from another process):
     /// on a connection of their own.
@@ -21,7 +21,8 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     private let nextReader = ReaderTurn()
 
     /// The schema, created on first open. `user_version` says which version a file has.
-    static let schemaVersion: Int64 = 1
+    /// Version 2 added progress records and baselines (bounded growth): only new tables.
+    static let schemaVersion: Int64 = 2
     static let schema = """
         CREATE TABLE IF NOT EXISTS accounts(
             name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, quota_bytes INTEGER,
@@ -34,6 +35,15 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             digest BLOB NOT NULL, size INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY(account, arrival)) STRICT;
         CREATE UNIQUE INDEX IF NOT EXISTS segments_by_node ON segments(account, node, first);
         CREATE TABLE IF NOT EXISTS retired_accounts(name TEXT PRIMARY KEY, cursor INTEGER NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS progress(
+            account TEXT NOT NULL, node TEXT NOT NULL, size INTEGER NOT NULL, bytes BLOB NOT NULL, updated_ms INTEGER NOT NULL,
+            PRIMARY KEY(account, node)) STRICT;
+        CREATE TABLE IF NOT EXISTS baseline_uploads(
+            id INTEGER PRIMARY KEY AUTOINCREMENT, account TEXT NOT NULL, node TEXT NOT NULL, name TEXT NOT NULL, started_ms INTEGER NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS baseline_chunks(blob INTEGER NOT NULL, seq INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY(blob, seq)) STRICT;
+        CREATE TABLE IF NOT EXISTS baselines(
+            account TEXT NOT NULL, node TEXT NOT NULL, name TEXT NOT NULL, blob INTEGER NOT NULL, chunks INTEGER NOT NULL, digest BLOB NOT NULL,
+            size INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY(account, node, name)) STRICT;
         """
 
     /// Opens (creating when needed) the storage at `path`. `serving` starts the group-commit writer and
@@ -53,6 +63,12 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
                 }
                 try admin.execute(Self.schema)
                 try admin.execute("PRAGMA user_version = \(Self.schemaVersion)")
+                // Uploads of baselines that were in flight when the last server stopped will never finish.
+                // Only a server clears them: the administration commands run beside a serving relay.
+                if serving {
+                    try admin.execute("DELETE FROM baseline_chunks WHERE blob IN (SELECT id FROM baseline_uploads)")
+                    try admin.execute("DELETE FROM baseline_uploads")
+                }
                 try admin.execute("COMMIT")
             } catch {
                 try? admin.execute("ROLLBACK")
@@ -96,11 +112,21 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     // MARK: Mailboxes
 
     public func push(_ push: SegmentPush) async throws(RelayError) -> PushOutcome {
-        guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
-        return try await writer.submit(push)
+        let digest = Array(SHA256.hash(data: push.bytes))
+        return try await writing(bytes: push.bytes.count) { connection throws(SQLiteError) in
+            try MailboxWrites.insertSegment(push, digest: digest, connection)
+        }
     }
 
-    private func reading<T>(_ body: (Connection) throws(SQLiteError) -> T) throws(RelayError) -> T {
+    /// Runs a write on the writer thread; returns once it is durable.
+    func writing<T: Sendable>(
+        bytes: Int, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
+    ) async throws(RelayError) -> T {
+        guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
+        return try await writer.submit(bytes: bytes, work)
+    }
+
+    func reading<T>(_ body: (Connection) throws(SQLiteError) -> T) throws(RelayError) -> T {
         // A free connection if there is one, else wait for one in turn.
         let reader =
             readers.first { $0.lock.try() }
@@ -240,6 +266,12 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
                 "INSERT OR REPLACE INTO retired_accounts(name, cursor) SELECT name, cursor FROM accounts WHERE name = ?", [.text(name)])
             try connection.execute("DELETE FROM tokens WHERE account = ?", [.text(name)])
             try connection.execute("DELETE FROM segments WHERE account = ?", [.text(name)])
+            try connection.execute("DELETE FROM progress WHERE account = ?", [.text(name)])
+            try connection.execute(
+                "DELETE FROM baseline_chunks WHERE blob IN (SELECT blob FROM baselines WHERE account = ?1 UNION SELECT id FROM baseline_uploads WHERE account = ?1)",
+                [.text(name)])
+            try connection.execute("DELETE FROM baselines WHERE account = ?", [.text(name)])
+            try connection.execute("DELETE FROM baseline_uploads WHERE account = ?", [.text(name)])
             try connection.execute("DELETE FROM accounts WHERE name = ?", [.text(name)])
         }
     }
@@ -328,7 +360,7 @@ extension SQLiteRelayStorage {
         guard let statistics = writerStatistics else { return [] }
         return [
             ("relay_commits_total", "Transactions that made pushes durable (one fsync each).", Double(statistics.commits)),
-            ("relay_committed_pushes_total", "Pushes those transactions carried.", Double(statistics.pushes)),
+            ("relay_committed_pushes_total", "Writes those transactions carried (pushes, progress records, baseline chunks, deletions).", Double(statistics.pushes)),
             ("relay_commit_seconds_total", "Time spent committing, fsync included.", statistics.commitSeconds),
         ]
     }

@@ -1,0 +1,231 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LogsyncCore
+import LogsyncTransport
+import NIOCore
+
+/// The routes of bounded growth (docs/relay-protocol.md, "Progress records, baselines and pruning"):
+/// progress records, baselines, and deleting a node's own segments and baselines.
+extension RelayAPI {
+    /// Baselines are stored and sent in chunks of this size: an upload or a download holds one in memory.
+    static let baselineChunkBytes = 1 << 20
+
+    func registerRetention(on router: Router<BasicRequestContext>) {
+        router.put("/v1/accounts/:account/nodes/:node/progress") { [self] request, context in try await putProgress(request, context) }
+        router.get("/v1/accounts/:account/progress") { [self] request, context in try progress(request, context) }
+        router.get("/v1/accounts/:account/baselines") { [self] request, context in try listBaselines(request, context) }
+        router.put("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await putBaseline(request, context) }
+        router.get("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try getBaseline(request, context) }
+        router.delete("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await deleteBaseline(request, context) }
+        router.delete("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in try await deleteSegment(request, context) }
+    }
+
+    // MARK: Progress records
+
+    private func putProgress(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        try authorize(request, account: account, writingAs: node, "publish progress records")
+        let length = try contentLength(
+            request, what: "progress record", maximum: ProgressRecord.maximumByteCount, key: "a progress record's limit of 1 MiB",
+            tooLarge: .progressTooLarge)
+        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request.body, length: length) }
+        let record: ProgressRecord
+        do {
+            record = try ProgressRecord(decoding: bytes)
+        } catch {
+            throw RelayError(.malformedProgress, "the body is not an intact progress record: \(error)")
+        }
+        guard record.account == account, record.node == node else {
+            throw RelayError(
+                .headerMismatch,
+                "the progress record names account \(RelayNames.quoted(record.account)), node \(record.node); the route says account \(RelayNames.quoted(account)), node \(node)")
+        }
+        try await storage.putProgress(ProgressPut(account: account, node: node, bytes: bytes, defaultQuotaBytes: settings.defaultQuotaBytes))
+        metrics.add("relay_progress_records_total")
+        return Response(status: .noContent)
+    }
+
+    private func progress(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let account = try accountParameter(context)
+        try authorize(request, account: account)
+        let records = try storage.progressRecords(account: account)
+        return Self.json(
+            ProgressAnswer(records: records.map { ProgressEntry(node: $0.node.rawValue, size: $0.bytes.count, data: Data($0.bytes).base64EncodedString()) }))
+    }
+
+    // MARK: Baselines
+
+    private func baselineParameter(_ context: BasicRequestContext, node: NodeID) throws(RelayError) -> BaselineName {
+        let text = context.parameters.get("name") ?? ""
+        guard let name = BaselineName.parse(fileName: text, node: node) else {
+            throw RelayError(
+                .badRequest, "the baseline in the path \(RelayNames.quoted(text)) is not COUNT-DIGEST.lsbase (20 decimal digits, 16 lowercase hex digits)")
+        }
+        return name
+    }
+
+    private func listBaselines(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let account = try accountParameter(context)
+        try authorize(request, account: account)
+        let stored = try storage.baselines(account: account)
+        return Self.json(BaselinesAnswer(baselines: stored.map { BaselineEntry(node: $0.node.rawValue, name: $0.name, size: $0.size) }))
+    }
+
+    /// Streams the body into storage chunk by chunk, then stores the baseline under its name in one
+    /// transaction: durable when answered, and nothing of it visible before.
+    private func putBaseline(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let name = try baselineParameter(context, node: node)
+        try authorize(request, account: account, writingAs: node, "publish baselines")
+        let length = try contentLength(
+            request, what: "baseline", maximum: settings.maximumBaselineBytes, key: "max_baseline_bytes", tooLarge: .baselineTooLarge)
+        guard length > 0 else { throw RelayError(.badRequest, "a baseline is never empty") }
+        // A stored baseline of that name with another size cannot hold the same bytes: refused unread.
+        if let stored = try storage.baseline(account: account, node: node, name: name.fileName), stored.size != Int64(length) {
+            throw RelayError(
+                .conflict,
+                "baseline \(name) is stored already with \(stored.size) bytes, not \(length): a baseline's name stands for its frontier, whose state has one encoding")
+        }
+        try reserveQuota(account: account, bytes: Int64(length))
+        defer { pendingUploads.withLock { $0[account, default: 0] -= Int64(length); if $0[account] == 0 { $0[account] = nil } } }
+        let upload = try await storage.beginBaseline(account: account, node: node, name: name.fileName)
+        do {
+            let progress = UploadProgress()
+            try await withBuffered(min(length, Self.baselineChunkBytes)) { () async throws(RelayError) in
+                try await streamBody(request.body, length: length, chunkBytes: Self.baselineChunkBytes) { [storage] chunk throws(RelayError) in
+                    let index = progress.add(chunk)
+                    try await storage.appendBaselineChunk(upload: upload, index: index, bytes: chunk)
+                }
+            }
+            let (chunks, digest) = progress.finish()
+            let stored = try await storage.finishBaseline(
+                BaselineFinish(
+                    account: account, node: node, name: name.fileName, upload: upload, chunks: chunks, size: Int64(length), digest: digest,
+                    defaultQuotaBytes: settings.defaultQuotaBytes))
+            metrics.add("relay_baselines_total{outcome=\"\(stored ? "stored" : "duplicate")\"}")
+            if stored { metrics.add("relay_baseline_bytes_total", Double(length)) }
+            return Self.json(BaselineStored(stored: stored, size: Int64(length)), status: stored ? .created : .ok)
+        } catch {
+            await storage.abandonBaseline(upload: upload)
+            throw error
+        }
+    }
+
+    /// Refuses an upload that would take the account over its quota, counting the uploads in flight,
+    /// before its body is read; the reservation lasts until the upload ends.
+    private func reserveQuota(account: String, bytes: Int64) throws(RelayError) {
+        guard let usage = try storage.usage(account: account) else { throw RelayError(.forbidden, "this token is not valid for the account in the path") }
+        let quota = usage.quota ?? settings.defaultQuotaBytes
+        let refusal: RelayError? = pendingUploads.withLock { pending in
+            let total = usage.used + pending[account, default: 0] + bytes
+            guard total <= quota else {
+                return RelayError(
+                    .quotaExceeded,
+                    "the account \(RelayNames.quoted(account)) would hold \(total) bytes with this baseline (and the uploads in flight); its quota is \(quota) (quota_bytes, counting segments, baselines and progress records): nothing was stored")
+            }
+            pending[account, default: 0] += bytes
+            return nil
+        }
+        if let refusal { throw refusal }
+    }
+
+    private func getBaseline(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let name = try baselineParameter(context, node: node)
+        try authorize(request, account: account)
+        guard let stored = try storage.baseline(account: account, node: node, name: name.fileName) else {
+            throw RelayError(.notFound, "the relay has no baseline \(name) in this account")
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/octet-stream"
+        // One chunk at a time from the database; a baseline deleted meanwhile ends the answer short (the
+        // connection is closed), which the client sees as a failed transfer.
+        let storage = self.storage
+        let body = ResponseBody(contentLength: Int(stored.size)) { writer in
+            for index in 0..<stored.chunks {
+                guard let chunk = try storage.baselineChunk(blob: stored.blob, index: index) else {
+                    throw RelayError(.notFound, "baseline \(name) was deleted while it was being sent")
+                }
+                try await writer.write(ByteBuffer(bytes: chunk))
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    private func deleteBaseline(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let name = try baselineParameter(context, node: node)
+        try authorize(request, account: account, writingAs: node, "delete baselines")
+        if try await storage.deleteBaseline(account: account, node: node, name: name.fileName) {
+            metrics.add("relay_deleted_baselines_total")
+        }
+        return Response(status: .noContent)
+    }
+
+    // MARK: Pruning
+
+    /// Deletes one of a node's segments. The other segments keep their arrivals, so every puller's
+    /// cursor stays valid: a puller not yet past the deleted one simply does not get it.
+    private func deleteSegment(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let account = try accountParameter(context)
+        let node = try nodeParameter(context)
+        let (first, last) = try rangeParameter(context)
+        try authorize(request, account: account, writingAs: node, "delete segments")
+        if try await storage.deleteSegment(account: account, node: node, firstSequence: first, lastSequence: last) {
+            deletions.add(1, ordering: .releasing)
+            metrics.add("relay_deleted_segments_total")
+        }
+        return Response(status: .noContent)
+    }
+}
+
+/// The chunks of an upload so far: their count and the SHA-256 of their bytes.
+private final class UploadProgress: @unchecked Sendable {
+    // Used by one task at a time (the body's reader), then read once it is done.
+    private var hasher = SHA256()
+    private var count = 0
+
+    /// Adds a chunk and returns its index.
+    func add(_ chunk: [UInt8]) -> Int {
+        hasher.update(data: chunk)
+        count += 1
+        return count - 1
+    }
+
+    func finish() -> (chunks: Int, digest: [UInt8]) { (count, Array(hasher.finalize())) }
+}
+
+struct ProgressEntry: Codable {
+    var node: String
+    var size: Int
+    /// The record's bytes, base64.
+    var data: String
+}
+
+struct ProgressAnswer: Codable {
+    var records: [ProgressEntry]
+}
+
+struct BaselineEntry: Codable {
+    var node: String
+    /// `COUNT-DIGEST.lsbase`.
+    var name: String
+    var size: Int64
+}
+
+struct BaselinesAnswer: Codable {
+    var baselines: [BaselineEntry]
+}
+
+struct BaselineStored: Codable {
+    /// false: the same bytes were stored under this name before.
+    var stored: Bool
+    var size: Int64
+}
