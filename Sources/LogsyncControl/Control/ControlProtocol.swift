@@ -63,6 +63,8 @@ public struct ControlResponse: Codable, Sendable {
     public var check: CheckResult?
     /// For the `account_*` commands: the active account, the switch in progress, the stores kept.
     public var accounts: AccountReport?
+    /// With `[syncthing]`: the scans asked of Syncthing after publishes, and its last answer and failure.
+    package var syncthing: SyncthingContact? = nil
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -131,10 +133,23 @@ public struct DaemonStatus: Codable, Sendable {
     /// The account state: which store is active, a switch in progress and its step, stores kept after a
     /// switch (absent from syncd before accounts). `account` is "" while the local store is active.
     public var accounts: AccountReport?
+    /// With `[syncthing]`: the scans asked of Syncthing after publishes, and its last answer and failure.
+    package var syncthing: SyncthingContact? = nil
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
         relay: RelayContact? = nil, accounts: AccountReport? = nil
+    ) {
+        self.init(
+            state: state, account: account, node: node, store: store, sharedFolder: sharedFolder, startedAt: startedAt, lastSync: lastSync,
+            pendingTransactions: pendingTransactions, pendingSegments: pendingSegments, peers: peers, quarantined: quarantined, rejected: rejected,
+            ignoredFiles: ignoredFiles, ignored: ignored, lastError: lastError, retryInMilliseconds: retryInMilliseconds, relay: relay,
+            accounts: accounts, syncthing: nil)
+    }
+
+    package init(
+        state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
+        relay: RelayContact? = nil, accounts: AccountReport? = nil, syncthing: SyncthingContact?
     ) {
         self.state = state
         self.account = account
@@ -154,13 +169,14 @@ public struct DaemonStatus: Codable, Sendable {
         self.retryInMilliseconds = retryInMilliseconds
         self.relay = relay
         self.accounts = accounts
+        self.syncthing = syncthing
     }
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay, accounts
+        case relay, accounts, syncthing
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
