@@ -145,7 +145,8 @@ let package = Package(
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [
-                "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
+                "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncSystemd", "LogsyncTestKit",
+                "LogsyncTransport",
             ]),
         .testTarget(
             name: "LogsyncRelayTests",

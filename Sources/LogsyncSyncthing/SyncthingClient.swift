@@ -28,6 +28,11 @@ package struct SyncthingError: Error, Sendable, CustomStringConvertible {
 package struct SyncthingFolder: Sendable, Decodable, Hashable {
     package var id: String
     package var path: String
+
+    package init(id: String, path: String) {
+        self.id = id
+        self.path = path
+    }
 }
 
 /// The few calls of Syncthing's REST API logsync makes (`docs/carriers.md`), with the API key in the

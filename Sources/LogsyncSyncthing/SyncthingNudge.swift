@@ -152,7 +152,7 @@ package final class SyncthingNudge: Sendable {
     }
 
     /// `nodeFolder` relative to the Syncthing folder's root ("" for the root itself).
-    static func relative(_ nodeFolder: String, in folder: SyncthingFolder) throws(SyncthingError) -> String {
+    package static func relative(_ nodeFolder: String, in folder: SyncthingFolder) throws(SyncthingError) -> String {
         let root = canonical(folder.path), target = canonical(nodeFolder)
         guard isInside(target, root) else {
             throw SyncthingError(

@@ -32,7 +32,8 @@ struct SyncthingCarrierTests {
         .timeLimit(.minutes(3)))
     func convergeThroughSyncthing() async throws {
         let cluster = try SyncdCluster("st", schema: daemonTestSchema)
-        let pair = try SyncthingPair(directory: cluster.directory)
+        // SyncthingPair blocks its thread while it waits (with deadlines): off the cooperative pool.
+        let pair = try await onOwnThread { try SyncthingPair(directory: cluster.directory) }
         defer { pair.stopAll() }
         try await onOwnThread { try pair.start() }
 
@@ -66,7 +67,7 @@ struct SyncthingCarrierTests {
 
         // a's Syncthing goes away: a goes on publishing into its folder, reports the failed scans, and
         // keeps importing nothing twice.
-        pair.stop(0)
+        try await onOwnThread { pair.stop(0) }
         for i in 0..<5 {
             try storeA.write(author: "a") { try $0.insert("Note", note("a while down \(i)")) }
             try storeB.write(author: "b") { try $0.insert("Note", note("b while down \(i)")) }
