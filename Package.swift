@@ -14,7 +14,9 @@
 //   CSystemd          the one place that crosses into libsystemd (sd_notify, the journal)
 //   LogsyncSystemd    readiness, status and watchdog notifications; a journald log handler
 //   CCurl             the one place that crosses into libcurl (system library + typed setopt wrappers)
+//   LogsyncHTTP       CurlSession: the one Swift type holding a libcurl handle, for every HTTP client
 //   LogsyncRelayTransport  the relay client: a Transport over HTTP to a sync-relay, through libcurl
+//   LogsyncSyncthing  Syncthing's REST API: asks it to scan this node's folder after each publish
 //   LogsyncControl    what clients of syncd need: its configuration, the control protocol and client
 //   LogsyncDaemon     syncd's parts: the sync loop and the control server
 //   LogsyncRelay      sync-relay's parts: accounts and tokens, mailbox storage, limits, the HTTP routes
@@ -61,7 +63,9 @@ let package = Package(
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .target(name: "LogsyncRelayTransport", dependencies: ["CCurl", "LogsyncCore", "LogsyncPlatform", "LogsyncTransport"]),
+        .target(name: "LogsyncHTTP", dependencies: ["CCurl", "LogsyncTransport"]),
+        .target(name: "LogsyncRelayTransport", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncTransport"]),
+        .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncTransport"]),
         .target(
             name: "LogsyncRelay",
             dependencies: [
@@ -87,7 +91,7 @@ let package = Package(
             name: "LogsyncDaemon",
             dependencies: [
                 "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
-                "LogsyncRelayTransport",
+                "LogsyncRelayTransport", "LogsyncSyncthing",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -133,7 +137,7 @@ let package = Package(
         ),
         // For tests and benchmarks alike: temp directories, real child processes, deadline-bounded waits,
         // SyncdCluster.
-        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
+        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
@@ -141,7 +145,8 @@ let package = Package(
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [
-                "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSystemd", "LogsyncTestKit", "LogsyncTransport",
+                "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncSystemd", "LogsyncTestKit",
+                "LogsyncTransport",
             ]),
         .testTarget(
             name: "LogsyncRelayTests",

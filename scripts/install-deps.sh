@@ -3,7 +3,7 @@
 # Safe to run repeatedly: it does nothing when everything is present.
 set -euo pipefail
 
-packages=(libsqlite3-dev libcurl4-openssl-dev libsystemd-dev zlib1g-dev pkg-config sqlite3 python3 python3-venv systemd openssl)
+packages=(libsqlite3-dev libcurl4-openssl-dev libsystemd-dev zlib1g-dev pkg-config sqlite3 python3 python3-venv systemd openssl syncthing)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncHTTP
 import LogsyncTransport
 import Synchronization
 

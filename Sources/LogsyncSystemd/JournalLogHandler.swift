@@ -119,6 +119,9 @@ public enum MessageID {
     public static let accountSwitch = "c1ff88a80bd54bd7b9fa66e3cc790b3d"
     /// A retired store was kept (changes not shipped, or held by a process), or shipped and deleted.
     public static let storeRetained = "f9cd6160a4d44d0da9c69df44c0e2827"
+    /// Syncthing did not take a request to scan this node's folder (once per cause), or takes them again.
+    public static let syncthingFailed = "797cb1480b23402c8ed4cae77358cb9a"
+    public static let syncthingRecovered = "e10173c4ed6f415ab01e26fa392a32c0"
 }
 
 /// The level below which a process logs nothing: from its configuration (`[log] level`), unless its

@@ -115,6 +115,10 @@ public final class Subprocess: Sendable {
         return (status, child.stdout, child.stderr)
     }
 
+    /// Whether both stdout and stderr have reached their end (the child and anything holding its pipes are
+    /// gone), so that ``stdout`` and ``stderr`` hold everything.
+    public var outputEnded: Bool { output.withLock { $0.endedStreams == 2 } }
+
     public var stdout: String { String(decoding: output.withLock { $0.stdout }, as: UTF8.self) }
     public var stderr: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
 

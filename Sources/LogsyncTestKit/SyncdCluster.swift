@@ -27,8 +27,14 @@ public final class SyncdCluster: Sendable {
 
     /// Adds a node (not started). `extra` lines are appended to its `[sync]` table. A long
     /// `rescanIntervalMilliseconds` leaves the daemon's inotify wake-ups as the only timely way to sync.
-    public func addNode(_ name: String, account: String = "test", rescanIntervalMilliseconds: Int = 1000, extra: [String] = []) throws -> SyncdNode {
-        let node = try SyncdNode(cluster: self, name: name, account: account, rescanIntervalMilliseconds: rescanIntervalMilliseconds, extra: extra)
+    /// `sharedFolder` gives the node a folder of its own that something else keeps in step with the
+    /// others' (Syncthing), instead of the cluster's one shared folder.
+    public func addNode(
+        _ name: String, account: String = "test", rescanIntervalMilliseconds: Int = 1000, sharedFolder: String? = nil, extra: [String] = []
+    ) throws -> SyncdNode {
+        let node = try SyncdNode(
+            cluster: self, name: name, account: account, rescanIntervalMilliseconds: rescanIntervalMilliseconds, sharedFolder: sharedFolder ?? shared,
+            extra: extra)
         added.withLock { $0.append(node) }
         return node
     }
@@ -83,7 +89,7 @@ public final class SyncdNode: Sendable {
     /// The account `[sync] account` names: the node's account until it switches.
     public let account: String
 
-    init(cluster: SyncdCluster, name: String, account: String, rescanIntervalMilliseconds: Int, extra: [String]) throws {
+    init(cluster: SyncdCluster, name: String, account: String, rescanIntervalMilliseconds: Int, sharedFolder: String, extra: [String]) throws {
         self.account = account
         self.cluster = cluster
         self.name = name
@@ -99,7 +105,7 @@ public final class SyncdNode: Sendable {
 
             [sync]
             account = "\(account)"
-            shared_folder = "\(cluster.shared)"
+            shared_folder = "\(sharedFolder)"
             rescan_interval_ms = \(rescanIntervalMilliseconds)
             max_backoff_ms = 1000
             \(extra.joined(separator: "\n"))

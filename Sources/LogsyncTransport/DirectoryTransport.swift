@@ -21,17 +21,22 @@ public struct DirectoryTransport: Transport {
     /// What the folder holds as far as this transport knows, and what its watcher reported since: shared
     /// by every copy of the transport.
     let index = FolderIndex()
+    /// Told the node folder after each segment is durable in it: how a carrier of the folder (Syncthing)
+    /// is asked to ship it at once. Must return promptly; it runs on the publishing thread.
+    let published: (@Sendable (String) -> Void)?
 
     /// Opens the account folder under `root`, creating it and this node's folder if needed. `root` itself
     /// must exist: a missing shared folder is a configuration error, not something to create silently.
-    /// `root` may be reached through links (the operator chose it); nothing inside it is.
-    public init(root: String, account: String, node: NodeID) throws(TransportError) {
+    /// `root` may be reached through links (the operator chose it); nothing inside it is. `published` is
+    /// called with this node's folder after each publish.
+    public init(root: String, account: String, node: NodeID, published: (@Sendable (String) -> Void)? = nil) throws(TransportError) {
         guard Self.isSafeComponent(account) else {
             throw TransportError(.notFound, "account name '\(account.prefix(64))' cannot be a folder name (use letters, digits, '-', '_', '.')", path: root)
         }
         self.root = root
         self.account = account
         self.node = node
+        self.published = published
         let base: Directory
         do {
             base = try Directory.open(root, followingLink: true)
@@ -77,7 +82,10 @@ public struct DirectoryTransport: Transport {
             let hint = error.isNoSpace ? " (the disk is full: free space, then sync again; nothing was lost)" : Self.hint(error)
             throw TransportError(.io, "cannot write segment \(target)\(hint)", path: target, cause: error)
         }
-        guard result == .existed else { return }
+        guard result == .existed else {
+            published?(nodeFolder(name.node))
+            return
+        }
         let existing: Directory.FileRead
         do {
             existing = try folder.read(name.fileName, maximumBytes: bytes.count)

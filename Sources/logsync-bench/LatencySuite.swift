@@ -122,6 +122,8 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         Report.emit(Metric(
             suite: Self.suite, metric: "samples", value: Double(latencies.count), unit: "samples", goal: nil,
             better: .higher, decimals: 0))
+
+        try measureSyncthing(syncd: syncd, schema: schema, quick: options.quick)
     }
 
     /// Percentiles, mean and extremes of `values` on one line, with how many were timeouts.
@@ -164,15 +166,22 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
     }
 
     /// `nodeConfig` adds lines to each node's syncd.toml (the relay suite's `[relay]` table), by node name.
+    /// `sharedFolder` gives each node a folder of its own that a carrier keeps in step (Syncthing), by
+    /// node name; without it both share one local folder. `spacing` is the idle time between samples,
+    /// plus a random part up to `jitter` (so that samples do not fall into step with a carrier's timers);
+    /// `warmUp` unmeasured samples come first.
     static func measure(
-        directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int, nodeConfig: (String) -> String = { _ in "" }
+        directory: TemporaryDirectory, syncd: String, schema: Schema, samples count: Int, warmUp warmUpSamples: Int = Self.warmUpSamples,
+        spacing: Duration = Self.spacing, jitter: Duration = .zero, sharedFolder: ((String) -> String)? = nil,
+        nodeConfig: (String) -> String = { _ in "" }
     ) throws -> [Sample] {
-        let shared = directory.file("shared")
-        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        let local = directory.file("shared")
+        let folders = ["a", "b"].map { sharedFolder?($0) ?? local }
+        for folder in Set(folders) { try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
         let schemaFile = directory.file("schema.json")
         try Data(schemaJSON.utf8).write(to: URL(fileURLWithPath: schemaFile))
-        let configs = try ["a", "b"].map {
-            try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: shared, extra: nodeConfig($0))
+        let configs = try zip(["a", "b"], folders).map {
+            try writeNodeConfig(directory: directory, name: $0, schemaFile: schemaFile, shared: $1, extra: nodeConfig($0))
         }
 
         // Daemons are stopped on every way out of this function (and by the signal handler on Ctrl-C).
@@ -200,7 +209,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
         }
         defer { consumer.cancel() }
 
-        let segmentFolder = shared + "/" + account + "/" + storeA.nodeID
+        let segmentFolder = folders[0] + "/" + account + "/" + storeA.nodeID
         let watcher = SegmentWatcher(folder: segmentFolder)
         if watcher == nil { Report.progress("  (no inotify on \(segmentFolder): no breakdown)") }
         defer { watcher?.stop() }
@@ -242,7 +251,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
             } else if index == warmUpSamples - 1 {
                 Report.progress("  warm-up done (\(warmUpSamples) samples, last \(formatted(sample.latency, decimals: 2)) ms)")
             }
-            Thread.sleep(forTimeInterval: spacing.seconds)
+            Thread.sleep(forTimeInterval: spacing.seconds + Double.random(in: 0...jitter.seconds))
         }
 
         let total = try storeB.read(#"SELECT count(*) FROM "Note""#)

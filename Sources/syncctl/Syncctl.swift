@@ -134,6 +134,23 @@ struct Connection: ParsableArguments {
     }
 }
 
+/// The scans asked of Syncthing after publishes: where, how many, its last answer, and the last failure.
+func describe(_ syncthing: SyncthingContact) -> [String] {
+    let folder = syncthing.folderID.map { " folder \($0)\(syncthing.sub.map { $0.isEmpty ? "" : ", scanning \($0)" } ?? "")" } ?? ""
+    let when = syncthing.lastAnswerAt.map { " at \(UTCTime.iso8601(milliseconds: $0))" } ?? ""
+    var lines = [
+        "syncthing  \(syncthing.url)\(folder) — \(syncthing.scans) scans for \(syncthing.requested) publishes, \(syncthing.failures) failed; "
+            + "last answer: \(syncthing.lastAnswer ?? "none yet")\(when)"
+    ]
+    if let failure = syncthing.lastFailure, let at = syncthing.lastFailureAt {
+        lines.append(
+            syncthing.failing
+                ? "  failing  \(failure) (syncing goes on: Syncthing's watcher carries the segments, later)"
+                : "  last failure at \(UTCTime.iso8601(milliseconds: at)): \(failure)")
+    }
+    return lines
+}
+
 /// One line per peer: how far it is applied, and what it waits for and why.
 func describe(_ peer: PeerStatus) -> String {
     var line = "\(peer.node)  applied \(peer.appliedSequence) of \(peer.availableSequence), lag \(peer.lag)"
@@ -189,6 +206,7 @@ struct Status: ParsableCommand {
         } else {
             print("shared     \(status.sharedFolder)")
         }
+        if let syncthing = status.syncthing { describe(syncthing).forEach { print($0) } }
         if let last = status.lastSync {
             print("last sync  round \(last.round) at \(UTCTime.iso8601(milliseconds: last.finishedAt)) — \(last.ok ? "ok" : "failed: \(last.error ?? "?")"), published \(last.published), applied \(last.appliedSegments) segments (\(last.appliedTransactions) transactions)")
         } else {

@@ -56,6 +56,64 @@ struct ConfigurationTests {
         #expect(error.message.contains(message), "\(error)")
     }
 
+    @Test("[syncthing]: the address, the API key from its file or systemd's credential, the folder id, the timeout")
+    func syncthingTable() throws {
+        let directory = try TemporaryDirectory("cfg")
+        try directory.write("st.key", "abc123\n")
+        let configuration = try load("""
+            [syncthing]
+            url = "http://127.0.0.1:8384"
+            api_key_file = "st.key"
+            folder_id = "logsync"
+            timeout_ms = 500
+            """, in: directory)
+        let syncthing = try #require(configuration.syncthing)
+        #expect(syncthing.url == "http://127.0.0.1:8384" && syncthing.apiKeyFile == directory.file("st.key"))
+        #expect(syncthing.folderID == "logsync" && syncthing.timeoutMilliseconds == 500)
+        #expect(try SyncthingConnection.apiKey.read(syncthing.apiKeyFile) == "abc123")
+
+        // Without api_key_file: the credential systemd's LoadCredential=syncthing-api-key:FILE provides.
+        try FileManager.default.createDirectory(atPath: directory.file("credentials"), withIntermediateDirectories: false)
+        try directory.write("credentials/syncthing-api-key", "fromsystemd")
+        let file = try directory.write("syncd.toml", "[syncthing]\nurl = \"http://127.0.0.1:8384\"\n")
+        let credential = try DaemonConfiguration.load(file: file, environment: ["HOME": directory.path, "CREDENTIALS_DIRECTORY": directory.file("credentials")])
+        #expect(credential.syncthing?.apiKeyFile == directory.file("credentials/syncthing-api-key") && credential.syncthing?.folderID == nil)
+        #expect(credential.syncthing?.timeoutMilliseconds == 2_000)
+        #expect(try load("[sync]\naccount = \"a\"\n", in: directory).syncthing == nil)
+    }
+
+    @Test("[syncthing] errors say what failed, where, and what to do", arguments: [
+        ("[syncthing]\napi_key_file = \"k\"\n", 2, "needs 'url'"),
+        ("[syncthing]\nurl = \"127.0.0.1:8384\"\n", 2, "must be http(s)://host[:port]"),
+        ("[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key = \"secret\"\n", 3, "never written in syncd.toml"),
+        ("[syncthing]\nurl = \"http://127.0.0.1:8384\"\nfolder = \"x\"\n", 3, "unknown key 'syncthing.folder' (known keys in [syncthing]: url, api_key_file"),
+        ("[syncthing]\nurl = \"http://127.0.0.1:8384\"\n", 2, "set 'syncthing.api_key_file' to a file holding it, or run under systemd with LoadCredential=syncthing-api-key:FILE"),
+        ("[syncthing]\nurl = \"http://127.0.0.1:8384\"\ntimeout_ms = 0\n", 3, "must be an integer between 1 and"),
+        ("[relay]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"k\"\n[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key_file = \"k\"\n", 2, "remove one of the two tables"),
+    ])
+    func syncthingErrors(text: String, line: Int, message: String) throws {
+        let directory = try TemporaryDirectory("cfg")
+        try directory.write("k", "key")
+        let error = try #require(throws: ConfigError.self) { try load(text, in: directory) }
+        #expect(error.file == directory.file("syncd.toml") && error.line == line, "\(error)")
+        #expect(error.message.contains(message), "\(error)")
+    }
+
+    @Test("a missing or malformed Syncthing API key file is named with what to put there")
+    func syncthingKeyFile() throws {
+        let directory = try TemporaryDirectory("cfg")
+        let missing = try #require(throws: ConfigError.self) {
+            try load("[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key_file = \"none.key\"\n", in: directory)
+        }
+        #expect(missing.file == directory.file("none.key") && missing.message.contains("cannot read the Syncthing API key file"), "\(missing)")
+        #expect(missing.message.contains("<apikey> in its config.xml"), "\(missing)")
+        try directory.write("two.key", "two words")
+        let malformed = try #require(throws: ConfigError.self) {
+            try load("[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key_file = \"two.key\"\n", in: directory)
+        }
+        #expect(malformed.message.contains("must hold one Syncthing API key"), "\(malformed)")
+    }
+
     @Test("without a file: systemd's directories, else XDG, else the home directory")
     func defaultPaths() {
         let systemd = DaemonPaths(environment: ["STATE_DIRECTORY": "/var/lib/logsync:/other", "RUNTIME_DIRECTORY": "/run/logsync", "HOME": "/home/u"])
@@ -104,7 +162,7 @@ struct ConfigurationTests {
             }
         }
         func unquoted(_ value: String) -> String { value.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-        for key in DaemonConfiguration.keys {
+        for key in DaemonConfiguration.keys + DaemonConfiguration.relayKeys + DaemonConfiguration.syncthingKeys {
             let shown = documented["\(key.table).\(key.name)"]
             #expect(shown != nil, "[\(key.table)] \(key.name) is documented in config/syncd.toml")
             // A key without a default is shown with an example value.

@@ -125,6 +125,42 @@ struct SharedFolderSyncTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder).count == 2 + decoys.count)
     }
 
+    @Test("Syncthing's own files (.stfolder, .stignore, .stversions/, .syncthing.*.tmp) and its conflict copies are ignored, reported, never applied")
+    func syncthingFiles() throws {
+        let cluster = try SyncCluster("stfiles")
+        let a = try cluster.store("a"), b = try cluster.store("b")
+        try a.write { try $0.insert("Note", ["id": SyncCluster.id(), "title": "n"]) }
+        _ = try cluster.engine(a).sync()
+        // The account folder is what Syncthing shares here: its marker, ignore file and versions folder
+        // sit beside the node folders.
+        let account = cluster.shared + "/default"
+        let folder = account + "/" + a.nodeID
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: folder).first { $0.hasSuffix(".lseg") })
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + segment))
+        try FileManager.default.createDirectory(atPath: account + "/.stfolder", withIntermediateDirectories: false)
+        try "// logsync\n.*.lseg.*.tmp\n".write(toFile: account + "/.stignore", atomically: false, encoding: .utf8)
+        // A versioned copy of a's segment with different bytes, named as Syncthing's versioning names it.
+        let versions = account + "/.stversions/" + a.nodeID
+        try FileManager.default.createDirectory(atPath: versions, withIntermediateDirectories: true)
+        try Data(repeating: 7, count: 64).write(to: URL(fileURLWithPath: versions + "/" + segment))
+        let decoys = [
+            ".syncthing." + segment + ".tmp",
+            segment.replacingOccurrences(of: ".lseg", with: ".sync-conflict-20261121-123456-ABCDEFG.lseg"),
+        ]
+        for decoy in decoys { try bytes.write(to: URL(fileURLWithPath: folder + "/" + decoy)) }
+
+        let report = try cluster.engine(b).sync()
+        #expect(report.applied.map(\.firstSequence) == [1])
+        #expect(report.rejected.isEmpty && report.quarantined.isEmpty)
+        let ignored = Dictionary(uniqueKeysWithValues: report.ignored.map { (URL(fileURLWithPath: $0.path).lastPathComponent, $0.reason) })
+        #expect(ignored[".stfolder"] == .temporary && ignored[".stignore"] == .temporary && ignored[".stversions"] == .temporary, "\(report.ignored)")
+        #expect(ignored[decoys[0]] == .temporary && ignored[decoys[1]] == .conflictCopy, "\(report.ignored)")
+        #expect(report.ignored.allSatisfy { !$0.reason.isSuspicious }, "the ordinary traces of a sync tool are not flagged")
+        #expect(try b.syncedTables() == a.syncedTables())
+        // Nothing of Syncthing's was touched.
+        #expect(FileManager.default.fileExists(atPath: versions + "/" + segment) && FileManager.default.fileExists(atPath: account + "/.stfolder"))
+    }
+
     @Test("FIFOs, sockets and links named like segments, and linked node folders, are reported with what they are and never opened")
     func notRegularFiles() throws {
         let cluster = try SyncCluster("odd")

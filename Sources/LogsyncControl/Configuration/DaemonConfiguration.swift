@@ -29,6 +29,9 @@ public struct DaemonConfiguration: Sendable {
     public var baselineAfterTransactions = 10_000
     public var progressIntervalMilliseconds = 60_000
     public var pruneIntervalMilliseconds = 600_000
+    /// The Syncthing instance carrying the shared folder, asked to scan after each publish (`[syncthing]`,
+    /// SyncthingConfiguration.swift).
+    public var syncthing: SyncthingConnection? = nil
 
     /// A documented configuration key with its type and default.
     public struct Key: Sendable {
@@ -107,8 +110,9 @@ public struct DaemonConfiguration: Sendable {
         let document = try ConfigFile(path: chosen, text: String(decoding: data, as: UTF8.self))
         try configuration.apply(document, directory: URL(fileURLWithPath: chosen).deletingLastPathComponent().path)
         let directory = URL(fileURLWithPath: chosen).deletingLastPathComponent().path
-        configuration.relay = try relayConnection(
-            from: document, resolve: { $0.hasPrefix("/") ? $0 : directory + "/" + $0 }, environment: environment)
+        func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
+        configuration.relay = try relayConnection(from: document, resolve: resolve, environment: environment)
+        configuration.syncthing = try syncthingConnection(from: document, resolve: resolve, environment: environment)
         configuration.source = chosen
         return configuration
     }
@@ -117,12 +121,12 @@ public struct DaemonConfiguration: Sendable {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         var sharedFolderLine: Int?
         var socketLine = 0
-        for entry in document.entries where entry.table != "relay" {
+        for entry in document.entries where entry.table != "relay" && entry.table != "syncthing" {
             let file = document.path
             guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }) else {
                 let known = Self.keys.filter { $0.table == entry.table }.map(\.name)
                 let hint = known.isEmpty
-                    ? "known tables: \(Set(Self.keys.map(\.table)).sorted().joined(separator: ", "))"
+                    ? "known tables: \(Set((Self.keys + Self.relayKeys + Self.syncthingKeys).map(\.table)).sorted().joined(separator: ", "))"
                     : "known keys in [\(entry.table)]: \(known.joined(separator: ", "))"
                 throw ConfigError(file: file, line: entry.line, "unknown key '\((entry.table.isEmpty ? entry.key : entry.table + "." + entry.key).excerpt())' (\(hint))")
             }

@@ -11,19 +11,11 @@ public struct RelayConnection: Sendable, Hashable {
     public var requestTimeoutMilliseconds = 30_000
     public var longPollSeconds = 25
 
+    /// How the token is kept: in `token_file`, or the systemd credential `relay-token`.
+    public static let token = SecretFile(what: "relay token", source: "the token from `sync-relay token issue`", credential: "relay-token")
+
     /// The token in `path`: one printable ASCII word, at most 4096 bytes.
-    public static func readToken(_ path: String) throws(ConfigError) -> String {
-        guard let data = FileManager.default.contents(atPath: path), data.count <= 4_096 else {
-            throw ConfigError(
-                file: path, line: 0,
-                "cannot read the relay token file (missing, unreadable, or over 4096 bytes): put the token from `sync-relay token issue` there, readable only by syncd")
-        }
-        let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !token.isEmpty, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else {
-            throw ConfigError(file: path, line: 0, "the relay token file must hold one token (printable ASCII, no spaces)")
-        }
-        return token
-    }
+    public static func readToken(_ path: String) throws(ConfigError) -> String { try token.read(path) }
 }
 
 extension DaemonConfiguration {
@@ -52,59 +44,74 @@ extension DaemonConfiguration {
         var connection = RelayConnection(url: "", tokenFile: "")
         for entry in entries {
             let file = document.path
-            func string() throws(ConfigError) -> String {
-                guard case .string(let value) = entry.value, !value.isEmpty else {
-                    throw ConfigError(file: file, line: entry.line, "'relay.\(entry.key)' must be a non-empty string")
-                }
-                return value
-            }
-            func positive() throws(ConfigError) -> Int {
-                guard case .integer(let value) = entry.value, value > 0, value <= Int64(Int32.max) else {
-                    throw ConfigError(file: file, line: entry.line, "'relay.\(entry.key)' must be an integer between 1 and \(Int32.max)")
-                }
-                return Int(value)
-            }
+            let value = TableValue(entry, file: file)
             switch entry.key {
-            case "url":
-                let value = try string()
-                guard value.hasPrefix("https://") || value.hasPrefix("http://"), !value.contains("?"), !value.contains("@") else {
-                    throw ConfigError(file: file, line: entry.line, "'relay.url' must be http(s)://host[:port] with no credentials or query")
-                }
-                url = value
-            case "token_file": tokenFile = resolve(try string())
+            case "url": url = try value.httpURL()
+            case "token_file": tokenFile = resolve(try value.string())
             case "ca_file":
-                let path = resolve(try string())
+                let path = resolve(try value.string())
                 guard FileManager.default.fileExists(atPath: path) else {
                     throw ConfigError(file: file, line: entry.line, "'relay.ca_file' \(path) does not exist")
                 }
                 connection.caFile = path
-            case "connect_timeout_ms": connection.connectTimeoutMilliseconds = try positive()
-            case "request_timeout_ms": connection.requestTimeoutMilliseconds = try positive()
-            case "long_poll_s": connection.longPollSeconds = try positive()
+            case "connect_timeout_ms": connection.connectTimeoutMilliseconds = try value.positive()
+            case "request_timeout_ms": connection.requestTimeoutMilliseconds = try value.positive()
+            case "long_poll_s": connection.longPollSeconds = try value.positive()
             case "token":
-                throw ConfigError(
-                    file: file, line: entry.line,
-                    "a token is never written in syncd.toml: put it in a file only syncd can read and set 'relay.token_file', or give it with systemd's LoadCredential=relay-token:FILE")
-            default:
-                throw ConfigError(
-                    file: file, line: entry.line,
-                    "unknown key 'relay.\(entry.key)' (known keys in [relay]: \(relayKeys.map(\.name).joined(separator: ", ")))")
+                throw RelayConnection.token.refusal(key: "relay.token", fileKey: "relay.token_file", file: file, line: entry.line)
+            default: throw value.unknown(known: relayKeys)
             }
         }
         guard let url else {
             throw ConfigError(file: document.path, line: entries[0].line, "the [relay] table needs 'url' (or remove the table to sync through the shared folder)")
         }
         connection.url = url
-        if let tokenFile {
-            connection.tokenFile = tokenFile
-        } else if let credentials = environment["CREDENTIALS_DIRECTORY"], !credentials.isEmpty {
-            connection.tokenFile = credentials + "/relay-token"
-        } else {
-            throw ConfigError(
-                file: document.path, line: entries[0].line,
-                "the relay needs a token: set 'relay.token_file', or run under systemd with LoadCredential=relay-token:FILE")
-        }
+        connection.tokenFile = try RelayConnection.token.path(
+            configured: tokenFile, key: "relay.token_file", file: document.path, line: entries[0].line, environment: environment)
         _ = try RelayConnection.readToken(connection.tokenFile)
         return connection
+    }
+}
+
+/// One entry of an optional table (`[relay]`, `[syncthing]`) read as the type its key wants, with an
+/// error naming the key and its line otherwise.
+struct TableValue {
+    let entry: ConfigFile.Entry
+    let file: String
+
+    init(_ entry: ConfigFile.Entry, file: String) {
+        self.entry = entry
+        self.file = file
+    }
+
+    var name: String { "\(entry.table).\(entry.key)" }
+
+    func string() throws(ConfigError) -> String {
+        guard case .string(let value) = entry.value, !value.isEmpty else {
+            throw ConfigError(file: file, line: entry.line, "'\(name)' must be a non-empty string")
+        }
+        return value
+    }
+
+    func positive() throws(ConfigError) -> Int {
+        guard case .integer(let value) = entry.value, value > 0, value <= Int64(Int32.max) else {
+            throw ConfigError(file: file, line: entry.line, "'\(name)' must be an integer between 1 and \(Int32.max)")
+        }
+        return Int(value)
+    }
+
+    /// An `http://` or `https://` address with no credentials or query.
+    func httpURL() throws(ConfigError) -> String {
+        let value = try string()
+        guard value.hasPrefix("https://") || value.hasPrefix("http://"), !value.contains("?"), !value.contains("@") else {
+            throw ConfigError(file: file, line: entry.line, "'\(name)' must be http(s)://host[:port] with no credentials or query")
+        }
+        return value
+    }
+
+    func unknown(known: [DaemonConfiguration.Key]) -> ConfigError {
+        ConfigError(
+            file: file, line: entry.line,
+            "unknown key '\(name)' (known keys in [\(entry.table)]: \(known.map(\.name).joined(separator: ", ")))")
     }
 }

@@ -137,10 +137,23 @@ public struct DaemonStatus: Codable, Sendable {
     public var accounts: AccountReport?
     /// Retained segments, the newest baseline, nodes holding pruning back (absent before retention).
     public var retention: RetentionStatus? = nil
+    /// With `[syncthing]`: the scans asked of Syncthing after publishes, and its last answer and failure.
+    package var syncthing: SyncthingContact? = nil
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
         relay: RelayContact? = nil, accounts: AccountReport? = nil, retention: RetentionStatus? = nil
+    ) {
+        self.init(
+            state: state, account: account, node: node, store: store, sharedFolder: sharedFolder, startedAt: startedAt, lastSync: lastSync,
+            pendingTransactions: pendingTransactions, pendingSegments: pendingSegments, peers: peers, quarantined: quarantined, rejected: rejected,
+            ignoredFiles: ignoredFiles, ignored: ignored, lastError: lastError, retryInMilliseconds: retryInMilliseconds, relay: relay,
+            accounts: accounts, retention: retention, syncthing: nil)
+    }
+
+    package init(
+        state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
+        relay: RelayContact? = nil, accounts: AccountReport? = nil, retention: RetentionStatus? = nil, syncthing: SyncthingContact?
     ) {
         self.state = state
         self.account = account
@@ -161,13 +174,14 @@ public struct DaemonStatus: Codable, Sendable {
         self.relay = relay
         self.accounts = accounts
         self.retention = retention
+        self.syncthing = syncthing
     }
 
     enum CodingKeys: String, CodingKey {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay, accounts, retention
+        case relay, accounts, retention, syncthing
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.

@@ -7,6 +7,7 @@ import LogsyncPlatform
 import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncSync
+import LogsyncSyncthing
 import LogsyncSystemd
 import LogsyncTransport
 import Synchronization
@@ -58,10 +59,13 @@ extension SyncDaemon {
     /// How long this process's own connections to a store may take to close.
     static let ownCloseDeadline = Duration.seconds(10)
 
-    /// The transport of an account's logs for a store (node): the one place that chooses it.
-    static func transport(_ configuration: DaemonConfiguration, account: String, node: NodeID) throws -> any Transport {
+    /// The transport of an account's logs for a store (node): the one place that chooses it. With
+    /// `syncthing`, each publish to the shared folder asks Syncthing to scan the node's folder.
+    static func transport(_ configuration: DaemonConfiguration, account: String, node: NodeID, syncthing: SyncthingNudge? = nil) throws -> any Transport {
         guard let connection = configuration.relay else {
-            return try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node)
+            var published: (@Sendable (String) -> Void)?
+            if let syncthing { published = { folder in syncthing.request(nodeFolder: folder) } }
+            return try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node, published: published)
         }
         let client: RelayClientSettings
         do {
@@ -316,7 +320,7 @@ extension SyncDaemon {
 
     /// Exports and publishes what an account's store has not shipped; returns what is still pending.
     func ship(_ store: Store, account: String) throws -> (transactions: Int, segments: Int) {
-        let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID))
+        let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID), syncthing: syncthing)
         let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
         var report = SyncReport()
         try engine.export(into: &report)
@@ -380,7 +384,7 @@ extension SyncDaemon {
         if !DurableFiles.exists(pending.to.path) || DurableFiles.exists(pending.buildPath) {
             let store = try Self.openStore(at: pending.buildPath, schema: schema, options: .rebuilding)
             if let account = pending.to.account {
-                let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID))
+                let transport = try Self.transport(configuration, account: account, node: NodeID(store.nodeID), syncthing: syncthing)
                 let engine = SyncEngine(store: store, transport: transport, configuration: configuration.syncConfiguration.for(account))
                 let total = Self.availableTransactions(account: account, configuration: configuration, excluding: NodeID(store.nodeID))
                 switchProgress.withLock { $0.availableTransactions = total }
@@ -470,7 +474,7 @@ extension SyncDaemon {
     /// Stores did change: syncing resumes on the new store, apps are told.
     private func announce(_ pending: AccountState.Switch) throws {
         if mounted.withLock({ $0 == nil }) {
-            let mount = try Self.mount(pending.to, schema: schema, configuration: configuration)
+            let mount = try Self.mount(pending.to, schema: schema, configuration: configuration, syncthing: syncthing)
             mounted.withLock { $0 = mount }
             startWatchers()
             if let engine = mount.engine { loop.attach(engine) }

@@ -6,6 +6,7 @@ import LogsyncPlatform
 import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncSync
+import LogsyncSyncthing
 import LogsyncSystemd
 import LogsyncTransport
 import Synchronization
@@ -36,6 +37,8 @@ public final class SyncDaemon: Sendable {
     let retainedWakeup = DispatchSemaphore(value: 0)
     private let lock: FileLock
     let loop: SyncLoop
+    /// Asks Syncthing to scan this node's folder after each publish (`[syncthing]`), off the sync loop.
+    let syncthing: SyncthingNudge?
     private let server: ControlServer
     let logger: Logger
     private let logLevel: LogLevelSetting
@@ -120,10 +123,11 @@ public final class SyncDaemon: Sendable {
         self.accountState = Mutex(accountState)
         schema = try Self.resolveSchema(
             configuration, stores: [accountState.active.path, accountState.pending?.from.path].compactMap { $0 }, kept: accounts.schemaFile)
+        syncthing = try Self.syncthingNudge(configuration, logger: logger)
         var mounted: Mounted?
         if accountState.pending == nil {
             try Self.checkStore(at: accountState.active.path, logger: logger)
-            mounted = try Self.mount(accountState.active, schema: schema, configuration: configuration)
+            mounted = try Self.mount(accountState.active, schema: schema, configuration: configuration, syncthing: syncthing)
         }
         self.mounted = Mutex(mounted)
         // Watchdog pings come from the sync loop's own thread, at half systemd's interval: if the loop
@@ -220,10 +224,10 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Opens `store` with its account's transport and engine (none for the local store).
-    static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration) throws -> Mounted {
+    static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration, syncthing: SyncthingNudge?) throws -> Mounted {
         let opened = try openStore(at: store.path, schema: schema)
         guard let account = store.account else { return Mounted(store: opened, account: nil, transport: nil, engine: nil) }
-        let transport = try transport(configuration, account: account, node: NodeID(opened.nodeID))
+        let transport = try transport(configuration, account: account, node: NodeID(opened.nodeID), syncthing: syncthing)
         var settings = configuration.syncConfiguration
         settings.account = account
         return Mounted(store: opened, account: account, transport: transport, engine: SyncEngine(store: opened, transport: transport, configuration: settings))
@@ -246,7 +250,7 @@ public final class SyncDaemon: Sendable {
         setPhase(.idle)
         let active = accountState.withLock { $0.active }
         logger.notice(
-            "syncd ready: node \(nodeID), store \(active.path), \(configuration.relay.map { "relay \($0.url)" } ?? "shared folder \(configuration.sharedFolder)"), account \(active.account ?? "(none: local store)"), socket \(configuration.socketPath), config \(configuration.source)",
+            "syncd ready: node \(nodeID), store \(active.path), \(configuration.relay.map { "relay \($0.url)" } ?? "shared folder \(configuration.sharedFolder)")\(syncthing.map { ", Syncthing at \($0.contact.url) asked to scan after each publish" } ?? ""), account \(active.account ?? "(none: local store)"), socket \(configuration.socketPath), config \(configuration.source)",
             metadata: ["message_id": "\(MessageID.ready)", "node": "\(nodeID)"])
         notifier.ready(status: statusLine())
         startAccountWork()
@@ -311,6 +315,7 @@ public final class SyncDaemon: Sendable {
         for watcher in watchers { watcher?.cancel() }
         switchCancellation.cancel()
         retainedWakeup.signal()
+        syncthing?.stop()
         let ended = loop.stop(within: Self.stopDeadline)
         server.stop()
         guard ended else {
@@ -362,6 +367,7 @@ public final class SyncDaemon: Sendable {
         }
         if new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
         if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
+        if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
         var applied = old
         applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
         applied.segmentChanges = new.segmentChanges
@@ -528,7 +534,8 @@ public final class SyncDaemon: Sendable {
                 retention.retainedSegments = try engine.store.retainedSegmentCount()
                 retention.prunedThrough = try engine.store.prunedSequence()
                 return retention
-            })
+            },
+            syncthing: syncthing?.contact)
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {

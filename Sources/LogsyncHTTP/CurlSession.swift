@@ -4,24 +4,25 @@ import LogsyncTransport
 import Synchronization
 
 /// One libcurl easy handle, reused request after request so that its connection stays open
-/// (keep-alive); the only type that holds a `CURL*`. Requests on one session run one at a time.
-final class CurlSession: @unchecked Sendable {
+/// (keep-alive); the only type that holds a `CURL*`, for every HTTP client of the package (the relay
+/// transport, the Syncthing client). Requests on one session run one at a time.
+package final class CurlSession: @unchecked Sendable {
     // `handle` is used only while `lock` is held.
     private let handle: UnsafeMutableRawPointer
     private let lock = NSLock()
     private let caFile: String?
     /// Set to abort the transfer in progress (checked by libcurl's progress callback, about once a
     /// second and on every read): how a long-poll ends promptly when its consumer goes away.
-    let cancelled = Atomic<Bool>(false)
+    package let cancelled = Atomic<Bool>(false)
 
-    struct Response {
-        var status: Int
-        var body: [UInt8]
+    package struct Response: Sendable {
+        package var status: Int
+        package var body: [UInt8]
     }
 
     private static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    init(caFile: String?) {
+    package init(caFile: String? = nil) {
         _ = Self.globalInit
         guard let handle = curl_easy_init() else { fatalError("curl_easy_init failed: libcurl is out of memory") }
         self.handle = handle
@@ -32,10 +33,16 @@ final class CurlSession: @unchecked Sendable {
 
     /// Where a `200` answer's body goes instead of memory: `consume` gets it in chunks of `chunkBytes`
     /// (the last one shorter), at most `maximumBytes` in all. Other answers (errors) are kept in memory.
-    struct Stream {
-        var chunkBytes: Int
-        var maximumBytes: Int
-        var consume: ([UInt8]) throws -> Void
+    package struct Stream {
+        package var chunkBytes: Int
+        package var maximumBytes: Int
+        package var consume: ([UInt8]) throws -> Void
+
+        package init(chunkBytes: Int, maximumBytes: Int, consume: @escaping ([UInt8]) throws -> Void) {
+            self.chunkBytes = chunkBytes
+            self.maximumBytes = maximumBytes
+            self.consume = consume
+        }
     }
 
     /// Sends one request and returns the status and body. Throws ``TransportError/Code/io`` for network
@@ -44,7 +51,7 @@ final class CurlSession: @unchecked Sendable {
     /// transfers whose size says nothing about how long they may take). With `stream`, a 200 answer's body
     /// goes to it and the returned body is empty; an error `stream.consume` throws ends the transfer and
     /// comes back as an ``TransportError/Code/io`` error with it as the cause.
-    func perform(
+    package func perform(
         method: String, url: String, headers: [String], body: [UInt8]? = nil, timeoutMilliseconds: Int, connectTimeoutMilliseconds: Int,
         maximumResponseBytes: Int, stallSeconds: Int? = nil, stream: Stream? = nil
     ) throws(TransportError) -> Response {
@@ -107,7 +114,7 @@ final class CurlSession: @unchecked Sendable {
             if code == CURLE_WRITE_ERROR, let failure = sink.consumerError { throw Self.consumerFailure(failure, method, url) }
             if code == CURLE_WRITE_ERROR, sink.overflowed {
                 let limit = sink.streaming == true ? stream?.maximumBytes ?? maximumResponseBytes : maximumResponseBytes
-                throw TransportError(.tooLarge, "the relay's answer to \(method) \(Self.redacted(url)) is over \(limit) bytes")
+                throw TransportError(.tooLarge, "the answer to \(method) \(Self.redacted(url)) is over \(limit) bytes")
             }
             let detail = code == CURLE_ABORTED_BY_CALLBACK ? "cancelled" : String(cString: curl_easy_strerror(code))
             throw TransportError(.io, "\(method) \(Self.redacted(url)) failed: \(detail)")
@@ -122,7 +129,7 @@ final class CurlSession: @unchecked Sendable {
     }
 
     /// A URL as logs and errors show it: without a query string.
-    static func redacted(_ url: String) -> String { String(url.split(separator: "?", maxSplits: 1).first ?? "") }
+    package static func redacted(_ url: String) -> String { String(url.split(separator: "?", maxSplits: 1).first ?? "") }
 
     /// Where libcurl writes an answer, bounded: in memory, or for a 200 answer with a stream, to the
     /// stream in chunks.
