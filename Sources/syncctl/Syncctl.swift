@@ -195,7 +195,8 @@ struct Status: ParsableCommand {
             connection.printJSON(status)
             return
         }
-        print("state      \(status.state.rawValue)\(status.retryInMilliseconds.map { " (retry in \($0) ms)" } ?? "")")
+        let switching = status.accounts?.switching.map { "; switching accounts, step \($0.step)" } ?? ""
+        print("state      \(status.state.rawValue)\(status.retryInMilliseconds.map { " (retry in \($0) ms)" } ?? "")\(switching)")
         print("account    \(status.account)")
         print("node       \(status.node)")
         print("store      \(status.store)")

@@ -158,6 +158,47 @@ struct AccountSwitchTests {
         }
     }
 
+    @Test("a switch away from a store found damaged keeps that store, ships nothing from it, and syncing resumes on the new account")
+    func switchAwayFromDamagedStore() async throws {
+        let cluster = try cluster("damaged")
+        defer { terminate(cluster) }
+        let a = try cluster.addNode("a", account: "x"), c = try cluster.addNode("c", account: "y")
+        for node in [a, c] { try await node.start() }
+        try add("y from c", to: c)
+        try a.withActiveStore { store in
+            try store.write(author: "a") { tx in
+                for i in 0..<3_000 { try tx.insert("Note", note("x \(i) " + String(repeating: "x", count: 100))) }
+            }
+        }
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let xStore = try a.activeStorePath()
+        a.closeStore()
+        // A restart leaves the notes in the database file (syncd checkpoints when it stops); then damage.
+        #expect(try await a.stop() == 0)
+        try await a.start()
+        try Damage.overwriteMiddlePage(of: xStore)
+        #expect(try await a.syncctl(["check"]).status == ExitStatus.dataError)
+        #expect(try await a.status()["state"] as? String == "halted")
+
+        let switched = try await a.syncctl(["account", "switch", "y"])
+        #expect(switched.status == 0, "\(switched.stderr)\n\(a.log)")
+        #expect(try titles(a) == ["y from c"])
+        let status = try await a.status()
+        #expect(status["state"] as? String != "halted", "the halt was about the store let go of: \(status)")
+        let trigger = try await a.syncctl(["trigger"])
+        #expect(trigger.status == 0, "syncing resumes on the new account's store: \(trigger)")
+        let retained = try #require((try await accountStatus(a))["retained"] as? [[String: Any]])
+        #expect(retained.count == 1 && retained.first?["path"] as? String == xStore, "\(retained)")
+        #expect((retained.first?["reason"] as? String)?.contains("damaged") == true, "\(retained)")
+        #expect(FileManager.default.fileExists(atPath: xStore), "a damaged store is never deleted")
+        try await a.awaitLog("was found damaged, so its pending changes are not shipped")
+        // Switching back builds X's store from its logs, and the damaged one stays where it is.
+        #expect(try await a.syncctl(["account", "switch", "x"]).status == 0)
+        #expect(try titles(a).count == 3_000)
+        let rebuilt = try a.activeStorePath()
+        #expect(FileManager.default.fileExists(atPath: xStore) && rebuilt != xStore)
+    }
+
     @Test("logout keeps the data as the local store, or starts it empty; the local store does not sync; logging in again rebuilds from the logs")
     func logoutKeepAndRemove() async throws {
         let (cluster, a, b, _) = try await accountCluster("logout")

@@ -299,8 +299,14 @@ extension SyncDaemon {
 
     /// Exports and publishes every pending local transaction of the old account; for a logout that keeps
     /// the data, copies the old store as the new local store.
+    /// A store syncing had stopped on (found damaged) is neither shipped nor copied: it is kept as it is.
     private func exportOld(_ pending: AccountState.Switch) throws {
-        if DurableFiles.exists(pending.from.path) {
+        let damage = loop.halted
+        if let damage, DurableFiles.exists(pending.from.path) {
+            logger.warning(
+                "the store \(pending.from.path) of \(Self.name(pending.from.account)) was found damaged, so its pending changes are not shipped and it is kept as it is: \(damage)",
+                metadata: ["message_id": "\(MessageID.storeRetained)"])
+        } else if DurableFiles.exists(pending.from.path) {
             let store = try Self.openStore(at: pending.from.path, schema: schema)
             if let account = pending.from.account {
                 do {
@@ -315,7 +321,12 @@ extension SyncDaemon {
         }
         try waitUntilClosedHere(pending.from.path)
         FaultInjection.point("switch.exporting")
-        try advance(pending, to: .retiring)
+        try advance(pending, to: .retiring) { state in
+            guard let damage, DurableFiles.exists(pending.from.path), !state.retained.contains(where: { $0.path == pending.from.path }) else { return }
+            state.retained.append(AccountState.Retained(
+                account: pending.from.account, path: pending.from.path,
+                reason: "damaged, so never shipped nor deleted: check it (sqlite3 .recover), then delete it or restore it from a backup", damaged: damage))
+        }
     }
 
     /// Exports and publishes what an account's store has not shipped; returns what is still pending.
@@ -351,6 +362,7 @@ extension SyncDaemon {
     /// why it is kept.
     func retire(_ candidate: AccountState.Retained) throws -> AccountState.Retained? {
         guard DurableFiles.exists(candidate.path) else { return nil }
+        if let kept = accountState.withLock({ $0.retained.first { $0.path == candidate.path && $0.damaged != nil } }) { return kept }
         var unshipped: String?
         do {
             let store = try Self.openStore(at: candidate.path, schema: schema)
@@ -508,7 +520,7 @@ extension SyncDaemon {
             for candidate in retained {
                 var outcome: AccountState.Retained?
                 do {
-                    if let account = candidate.account, DurableFiles.exists(candidate.path) {
+                    if let account = candidate.account, candidate.damaged == nil, DurableFiles.exists(candidate.path) {
                         do {
                             _ = try ship(try Self.openStore(at: candidate.path, schema: schema), account: account)
                         } catch {

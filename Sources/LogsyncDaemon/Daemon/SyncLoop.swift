@@ -33,6 +33,9 @@ final class SyncLoop: Sendable {
         var running = false
         /// Why the loop no longer syncs (a damaged store), when it does not.
         var halted: String?
+        /// Asks the round in progress to stop; cancelled by a halt or a stop, replaced when another store
+        /// is attached after a halt.
+        var cancellation = Cancellation()
         /// nil while no store is mounted (an account switch, or the local store): no rounds run.
         var engine: SyncEngine?
         /// A round is running (with the engine it was given).
@@ -53,7 +56,6 @@ final class SyncLoop: Sendable {
     private let wakeup = DispatchSemaphore(value: 0)
     /// Signalled once when the loop's thread ends.
     private let ended = DispatchSemaphore(value: 0)
-    private let cancellation = Cancellation()
     /// Called from the loop's own thread at least every `heartbeatInterval`: if the loop hangs, the
     /// heartbeats (systemd's watchdog pings) stop.
     private let heartbeat: @Sendable () -> Void
@@ -89,10 +91,15 @@ final class SyncLoop: Sendable {
         return true
     }
 
-    /// Runs rounds on `engine` from now on, starting with one at once.
+    /// Runs rounds on `engine` from now on, starting with one at once. An account switch attaches
+    /// another store, so a halt (which was about the store let go of) ends here.
     func attach(_ engine: SyncEngine) {
         state.withLock { state in
             state.engine = engine
+            if state.halted != nil, !state.stopping {
+                state.halted = nil
+                state.cancellation = Cancellation()
+            }
             state.pending = true
             state.failures = 0
             state.backoffUntil = nil
@@ -163,12 +170,13 @@ final class SyncLoop: Sendable {
     /// Why the loop no longer syncs, when it was halted.
     var halted: String? { state.withLock { $0.halted } }
 
-    /// Stops syncing for good (until syncd restarts): a damaged store must not spread. The round in
-    /// progress is asked to stop.
+    /// Stops syncing on this store (until syncd restarts, or an account switch attaches another store): a
+    /// damaged store must not spread. The round in progress is asked to stop.
     func halt(_ reason: String) {
-        state.withLock { state in
+        let cancellation = state.withLock { state in
             if state.halted == nil { state.halted = reason }
             state.wakeWaiters()
+            return state.cancellation
         }
         cancellation.cancel()
         wakeup.signal()
@@ -179,10 +187,10 @@ final class SyncLoop: Sendable {
     /// cursor.
     @discardableResult
     func stop(within seconds: Double) -> Bool {
-        let running = state.withLock { state in
+        let (running, cancellation) = state.withLock { state in
             state.stopping = true
             state.wakeWaiters()
-            return state.running
+            return (state.running, state.cancellation)
         }
         cancellation.cancel()
         wakeup.signal()
@@ -194,7 +202,7 @@ final class SyncLoop: Sendable {
 
     private enum Next {
         case stop
-        case run(round: Int, engine: SyncEngine)
+        case run(round: Int, engine: SyncEngine, cancellation: Cancellation)
         case sleep(until: DispatchTime)
     }
 
@@ -217,7 +225,7 @@ final class SyncLoop: Sendable {
                 state.pending = false
                 state.started += 1
                 state.inRound = true
-                return .run(round: state.started, engine: engine)
+                return .run(round: state.started, engine: engine, cancellation: state.cancellation)
             }
             switch next {
             case .stop:
@@ -225,12 +233,12 @@ final class SyncLoop: Sendable {
             case .sleep(let until):
                 _ = wakeup.wait(timeout: until)
                 continue
-            case .run(let round, let engine):
+            case .run(let round, let engine, let cancellation):
                 heartbeat()
                 nextBeat = DispatchTime.now() + heartbeatInterval
                 if round > 1 { FaultInjection.hang("loop.hang") }
                 onStart(round)
-                let outcome = run(round, engine)
+                let outcome = run(round, engine, cancellation)
                 state.withLock { state in
                     state.inRound = false
                     state.finished = round
@@ -253,7 +261,7 @@ final class SyncLoop: Sendable {
         }
     }
 
-    private func run(_ round: Int, _ engine: SyncEngine) -> Outcome {
+    private func run(_ round: Int, _ engine: SyncEngine, _ cancellation: Cancellation) -> Outcome {
         let begin = Int64(WallClock.milliseconds())
         do {
             let report = try engine.sync(cancellation: cancellation)

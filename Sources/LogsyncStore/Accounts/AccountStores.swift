@@ -136,16 +136,20 @@ public struct AccountState: Codable, Sendable, Equatable {
     }
 
     /// A store retired with local changes not yet shipped, or held open by another process: kept, and
-    /// shipped (then deleted) as soon as that is possible.
+    /// shipped (then deleted) as soon as that is possible. A store found damaged before the switch is
+    /// kept and never shipped nor deleted: nothing read from it may reach other nodes (`docs/accounts.md`).
     public struct Retained: Codable, Sendable, Equatable {
         public var account: String?
         public var path: String
         public var reason: String
+        /// Why the store is damaged; set when syncing had stopped on it (absent from older state files).
+        public var damaged: String?
 
-        public init(account: String?, path: String, reason: String) {
+        public init(account: String?, path: String, reason: String, damaged: String? = nil) {
             self.account = account
             self.path = path
             self.reason = reason
+            self.damaged = damaged
         }
     }
 
