@@ -56,7 +56,7 @@ enum RelayConfiguration {
         Key(table: "limits", name: "max_baseline_bytes", meaning: "largest baseline accepted; larger: 413", apply: integer(\.maximumBaselineBytes)),
         Key(table: "limits", name: "request_timeout_s", meaning: "a request body must arrive within this; else 408", apply: integer(\.requestTimeoutSeconds)),
         Key(table: "limits", name: "idle_timeout_s", meaning: "idle connections are closed after this", apply: integer(\.idleTimeoutSeconds)),
-        Key(table: "limits", name: "max_connections", meaning: "connections served at once; more wait in the listen backlog", apply: integer(\.maximumConnections)),
+        Key(table: "limits", name: "max_connections", meaning: "connections served at once; more are answered 503 with Retry-After", apply: integer(\.maximumConnections)),
         Key(table: "limits", name: "max_waiting_polls", meaning: "long-polls waiting at once; past it 503 + Retry-After", apply: integer(\.maximumWaitingPolls)),
         Key(table: "limits", name: "max_wait_s", meaning: "the longest a long-poll waits", apply: integer(\.maximumWaitSeconds)),
         Key(table: "limits", name: "max_pull_segments", meaning: "segments per pull answer", apply: integer(\.maximumPullSegments)),

@@ -40,6 +40,24 @@ import Testing
         #expect(try await rawRequest(port: port, method: "GET", path: "/v1/health").status == 200)
         withExtendedLifetime(idle) {}
     }
+
+    @Test func connectionsPastTheLimitAreToldToComeBack() async throws {
+        let fixture = try await RelayFixture.start(config: "[limits]\nmax_connections = 8\n")
+        let port = fixture.relay.port
+        var idle: IdleConnections? = try await onThread { IdleConnections(try (0..<8).map { _ in try RawConnection(port: port) }) }
+        let refused = try await rawRequest(port: port, method: "GET", path: "/v1/health")
+        #expect(refused.status == 503, "\(refused.status) \(refused.text)")
+        #expect(refused.headers["retry-after"] == "1" && refused.errorCode == "busy", "\(refused.headers) \(refused.text)")
+        #expect(refused.text.contains("max_connections"), "\(refused.text)")
+        #expect(idle?.connections.count == 8)
+        idle = nil
+        // Once the idle ones are gone, connections are served again.
+        try await eventually(within: .seconds(10), every: .milliseconds(50), "the relay serves again once the idle connections close") {
+            try await rawRequest(port: port, method: "GET", path: "/v1/health").status == 200
+        }
+        let metrics = try await rawRequest(port: port, method: "GET", path: "/metrics")
+        #expect(metrics.text.contains("relay_connections_refused_total 1") || metrics.text.contains("relay_connections_refused_total 2"), "\(metrics.text)")
+    }
 }
 
 /// Connections held open and unused; closed when this goes away.

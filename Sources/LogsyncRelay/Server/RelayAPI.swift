@@ -13,6 +13,7 @@ final class RelayAPI: Sendable {
     let settings: RelaySettings
     let board: ArrivalBoard
     let metrics: RelayMetrics
+    let admission: ConnectionAdmission
     let logger: Logger
     /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
     let buffered = Atomic<Int>(0)
@@ -33,8 +34,12 @@ final class RelayAPI: Sendable {
         var limit: Int
     }
 
-    init(storage: any MailboxStorage & CredentialStorage & RetentionStorage, settings: RelaySettings, metrics: RelayMetrics, logger: Logger) {
+    init(
+        storage: any MailboxStorage & CredentialStorage & RetentionStorage, settings: RelaySettings, metrics: RelayMetrics, admission: ConnectionAdmission,
+        logger: Logger
+    ) {
         self.storage = storage
+        self.admission = admission
         self.settings = settings
         self.board = ArrivalBoard(maximumWaiters: settings.maximumWaitingPolls)
         self.metrics = metrics
@@ -53,6 +58,8 @@ final class RelayAPI: Sendable {
             let text = metrics.text(gauges: [
                 ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
                 ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
+                ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
+                ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
             ] + ((storage as? SQLiteRelayStorage)?.commitGauges ?? []))
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }

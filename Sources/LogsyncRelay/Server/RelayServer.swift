@@ -27,25 +27,30 @@ public struct RelayServer: Sendable {
     /// Serves until SIGTERM or SIGINT. `onListening` gets the bound port (useful when `port` is 0).
     public func run(onListening: @escaping @Sendable (Int) async -> Void) async throws {
         let metrics = RelayMetrics()
-        let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, logger: logger)
+        let admission = ConnectionAdmission(maximum: settings.maximumConnections)
+        let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, admission: admission, logger: logger)
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
         api.register(on: router)
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
         let server: HTTPServerBuilder
         if let tls {
-            server = HTTPServerBuilder { responder in
-                ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: http1), credentials: tls)
+            server = HTTPServerBuilder { [logger] responder in
+                ReloadableTLSChannel(
+                    base: AdmittingChannel(base: HTTP1Channel(responder: responder, configuration: http1), admission: admission, logger: logger),
+                    credentials: tls)
             }
         } else {
-            server = .http1(configuration: http1)
+            server = HTTPServerBuilder { [logger] responder in
+                AdmittingChannel(base: HTTP1Channel(responder: responder, configuration: http1), admission: admission, logger: logger)
+            }
         }
         let connectionLogger = frameworkLogger
         let app = Application(
             router: router, server: server,
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.host, port: settings.port), serverName: "sync-relay", backlog: 1_024,
-                availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections, logger: connectionLogger)),
+                availableConnectionsDelegate: MaximumAvailableConnections(admission.acceptLimit, logger: connectionLogger)),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? settings.port) },
             logger: connectionLogger)
         try await app.runService()

@@ -18,7 +18,7 @@ public struct RelaySettings: Sendable {
     public var requestTimeoutSeconds = 30
     /// A connection with nothing to read or write for this long is closed.
     public var idleTimeoutSeconds = 75
-    /// Connections accepted at once; further ones wait in the kernel's listen backlog.
+    /// Connections served at once; further ones are answered 503 with Retry-After and closed.
     public var maximumConnections = 4_096
     /// Long-polls waiting at once; past it, 503 with Retry-After.
     public var maximumWaitingPolls = 4_096
