@@ -112,4 +112,51 @@ func note(_ title: String) -> [String: DatabaseValue] {
         try await a.stop()
         try await relay.stop()
     }
+
+    /// The notes' titles in the store a node has active now.
+    static func titles(_ node: SyncdNode) throws -> Set<String> {
+        Set(try node.withActiveStore { try $0.read("SELECT title FROM Note") }.compactMap { row -> String? in
+            if case .text(let title) = row[0] { return title }
+            return nil
+        })
+    }
+
+    @Test func accountSwitchUsesEachAccountsToken() async throws {
+        let relay = try RelayProcess()
+        for account in ["x", "y"] { try await relay.createAccount(account) }
+        try await relay.start()
+        let cluster = try SyncdCluster("relayacct", schema: relayTestSchema)
+        // a keeps a token file per account; b is on x, c on y.
+        _ = try await relay.tokenFile("x", name: "a-x.token")
+        let template = relay.directory.file("a-{account}.token")
+        let a = try cluster.addNode(
+            "a", account: "x", rescanIntervalMilliseconds: 60_000,
+            extra: ["", "[relay]", "url = \"\(relay.url)\"", "token_file = \"\(template)\"", "long_poll_s = 5"])
+        let b = try cluster.addNode("b", account: "x", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "x", node: "b"))
+        let c = try cluster.addNode("c", account: "y", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "y", node: "c"))
+        for node in [a, b, c] { try await node.start() }
+        defer { for node in [a, b, c] { node.process?.process.terminate() } }
+        try a.withActiveStore { try $0.write(author: "a") { tx in try tx.insert("Note", note("x from a")) } }
+        try c.withActiveStore { try $0.write(author: "c") { tx in try tx.insert("Note", note("y from c")) } }
+        try await eventually(within: .seconds(20), "b receives a's note through the relay with x's token") { try Self.titles(b) == ["x from a"] }
+
+        // y's token file is missing: the switch waits at building and says why, then goes on once it is there.
+        let switching = try await a.syncctl(["account", "switch", "y", "--timeout", "3"])
+        #expect(switching.status != 0, "the switch cannot finish without y's token: \(switching)")
+        let waiting = try await eventually(within: .seconds(10), "the switch says it waits for y's token file") { () -> String? in
+            let result = try await a.syncctl(["account", "status", "--json"])
+            let status = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            let reason = (status?["switching"] as? [String: Any])?["waiting"] as? String
+            return reason?.contains("a-y.token") == true ? reason : nil
+        }
+        #expect(waiting.contains("relay token"), "\(waiting)")
+        _ = try await relay.tokenFile("y", name: "a-y.token")
+        let switched = try await a.syncctl(["account", "switch", "y"])
+        #expect(switched.status == 0, "\(switched.stderr)\n\(a.log)")
+        #expect(try Self.titles(a) == ["y from c"], "a holds exactly y's notes, read with y's token")
+        try a.withActiveStore { try $0.write(author: "a") { tx in try tx.insert("Note", note("y from a")) } }
+        try await eventually(within: .seconds(20), "c receives a's note in y") { try Self.titles(c) == ["y from c", "y from a"] }
+        #expect(try Self.titles(b) == ["x from a"], "nothing of y reaches x")
+        try await relay.stop()
+    }
 }

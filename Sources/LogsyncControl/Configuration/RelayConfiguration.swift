@@ -16,6 +16,18 @@ public struct RelayConnection: Sendable, Hashable {
 
     /// The token in `path`: one printable ASCII word, at most 4096 bytes.
     public static func readToken(_ path: String) throws(ConfigError) -> String { try token.read(path) }
+
+    /// In `token_file`, stands for the account a store belongs to: a relay token is issued for one
+    /// account, so a daemon that switches accounts keeps one token file per account.
+    public static let accountPlaceholder = "{account}"
+
+    /// The file holding the token for `account`'s logs.
+    public func tokenFile(for account: String) -> String {
+        tokenFile.replacingOccurrences(of: Self.accountPlaceholder, with: account)
+    }
+
+    /// Whether each account has a token file of its own.
+    public var hasTokenPerAccount: Bool { tokenFile.contains(Self.accountPlaceholder) }
 }
 
 extension DaemonConfiguration {
@@ -24,7 +36,7 @@ extension DaemonConfiguration {
         Key(table: "relay", name: "url", type: "string", defaultValue: "(none)",
             meaning: "sync through this sync-relay (https://host:port) instead of the shared folder"),
         Key(table: "relay", name: "token_file", type: "string", defaultValue: "$CREDENTIALS_DIRECTORY/relay-token",
-            meaning: "the file holding this node's relay token (never the token itself in this file)"),
+            meaning: "the file holding this node's relay token (never the token itself in this file); {account} in it stands for the account, for a token per account"),
         Key(table: "relay", name: "ca_file", type: "string", defaultValue: "(none)",
             meaning: "PEM certificate authorities to trust for the relay instead of the system's (a self-signed relay)"),
         Key(table: "relay", name: "connect_timeout_ms", type: "integer", defaultValue: "5000", meaning: "give up connecting after this long"),
@@ -68,7 +80,8 @@ extension DaemonConfiguration {
         connection.url = url
         connection.tokenFile = try RelayConnection.token.path(
             configured: tokenFile, key: "relay.token_file", file: document.path, line: entries[0].line, environment: environment)
-        _ = try RelayConnection.readToken(connection.tokenFile)
+        // A token per account is read when that account's store syncs (a missing one then waits in status).
+        if !connection.hasTokenPerAccount { _ = try RelayConnection.readToken(connection.tokenFile) }
         return connection
     }
 }
