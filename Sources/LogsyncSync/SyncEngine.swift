@@ -135,7 +135,13 @@ public final class SyncEngine: Sendable {
                 noteProblem("looking for a baseline: \(error)")
                 loaded = false
             }
-            if loaded, !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+            if loaded, !cancelled() {
+                // What waited before the baseline (segments others pruned) follows on from it now: the
+                // second pass says again what still waits, instead of reporting the first pass's gaps.
+                report.waiting = [:]
+                report.waitingReasons = [:]
+                try importAvailable(into: &report, cancelled: cancelled)
+            }
             if !cancelled() { maintainRetention(force: false) }
         }
         report.interrupted = cancelled()

@@ -25,16 +25,18 @@ public final class SyncdCluster: Sendable {
         self.schema = schema
     }
 
-    /// Adds a node (not started). `extra` lines are appended to its `[sync]` table. A long
+    /// Adds a node (not started). `extra` lines are appended to its `[sync]` table; `tables` adds whole
+    /// tables of `syncd.toml`, by name, each with its `key = value` lines (`["retention": ["enabled = true"]]`). A long
     /// `rescanIntervalMilliseconds` leaves the daemon's inotify wake-ups as the only timely way to sync.
     /// `sharedFolder` gives the node a folder of its own that something else keeps in step with the
     /// others' (Syncthing), instead of the cluster's one shared folder.
     public func addNode(
-        _ name: String, account: String = "test", rescanIntervalMilliseconds: Int = 1000, sharedFolder: String? = nil, extra: [String] = []
+        _ name: String, account: String = "test", rescanIntervalMilliseconds: Int = 1000, sharedFolder: String? = nil, extra: [String] = [],
+        tables: [String: [String]] = [:]
     ) throws -> SyncdNode {
         let node = try SyncdNode(
             cluster: self, name: name, account: account, rescanIntervalMilliseconds: rescanIntervalMilliseconds, sharedFolder: sharedFolder ?? shared,
-            extra: extra)
+            extra: extra, tables: tables)
         added.withLock { $0.append(node) }
         return node
     }
@@ -89,7 +91,10 @@ public final class SyncdNode: Sendable {
     /// The account `[sync] account` names: the node's account until it switches.
     public let account: String
 
-    init(cluster: SyncdCluster, name: String, account: String, rescanIntervalMilliseconds: Int, sharedFolder: String, extra: [String]) throws {
+    init(
+        cluster: SyncdCluster, name: String, account: String, rescanIntervalMilliseconds: Int, sharedFolder: String, extra: [String],
+        tables: [String: [String]]
+    ) throws {
         self.account = account
         self.cluster = cluster
         self.name = name
@@ -98,6 +103,7 @@ public final class SyncdNode: Sendable {
         storePath = folder + "/store.sqlite"
         socketPath = folder + "/s.sock"
         logPath = folder + "/syncd.log"
+        let more = tables.sorted { $0.key < $1.key }.map { "\n[\($0.key)]\n" + $0.value.joined(separator: "\n") + "\n" }.joined()
         configPath = try cluster.directory.write("\(name)/syncd.toml", """
             [store]
             path = "store.sqlite"
@@ -112,6 +118,7 @@ public final class SyncdNode: Sendable {
 
             [control]
             socket = "s.sock"
+            \(more)
             """)
     }
 

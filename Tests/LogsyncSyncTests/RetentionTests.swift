@@ -131,6 +131,8 @@ struct RetentionTests {
         // c returns: it bootstraps from a baseline and keeps its change.
         var report = try engines[2].sync()
         for _ in 0..<3 where report.loadedBaseline == nil { report = try engines[2].sync() }
+        #expect(report.loadedBaseline != nil)
+        #expect(report.waiting.isEmpty, "after the baseline nothing waits: \(report.waitingReasons)")
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         let expected = try stores[0].syncedTables()
         #expect(try stores[1].syncedTables() == expected)

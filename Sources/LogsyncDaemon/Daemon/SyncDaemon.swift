@@ -602,7 +602,9 @@ public final class SyncDaemon: Sendable {
                 publish(DaemonEvent(kind: .quarantined, at: summary.finishedAt, message: name.description))
             }
             if !report.interrupted { tellJournal(about: report) }
-            if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty {
+            // A baseline load is logged even when the round moved nothing else (a new node for which the
+            // baseline held everything there was).
+            if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty || report.loadedBaseline != nil {
                 logger.info("round \(summary.round): \(report)", metadata: ["message_id": "\(MessageID.syncCompleted)"])
             } else {
                 logger.debug("round \(summary.round): nothing to move (\(summary.finishedAt - summary.startedAt) ms)")
