@@ -122,20 +122,17 @@ public final class SyncEngine: Sendable {
         } catch {
             publishFailure = error
         }
+        // A store that has applied nothing from other nodes loads a baseline first, if there is one:
+        // loading is cheaper than replaying the segments it covers.
+        if !cancelled(), configuration.retention.enabled, try store.frontier().sequences.keys.allSatisfy({ $0 == node }) {
+            _ = try loadBaselineIfNeeded(into: &report, cancelled: cancelled)
+        }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
-        // Bounded growth: a node behind what others pruned (or new) loads a baseline and imports what
-        // follows it; then progress, baselines and pruning, each when due. Problems here are reported in
-        // the retention status and never stop syncing.
+        // Bounded growth: a node behind what others pruned loads a baseline and imports what follows it;
+        // then progress, baselines and pruning, each when due. Problems here are reported in the
+        // retention status and never stop syncing.
         if !cancelled(), configuration.retention.enabled {
-            let loaded: Bool
-            do {
-                loaded = try bootstrapIfNeeded(into: &report, cancelled: cancelled)
-            } catch let error as TransportError {
-                // A transport without baselines (or unreachable now): syncing goes on from segments.
-                noteProblem("looking for a baseline: \(error)")
-                loaded = false
-            }
-            if loaded, !cancelled() {
+            if try loadBaselineIfNeeded(into: &report, cancelled: cancelled), !cancelled() {
                 // What waited before the baseline (segments others pruned) follows on from it now: the
                 // second pass says again what still waits, instead of reporting the first pass's gaps.
                 report.waiting = [:]
@@ -149,6 +146,17 @@ public final class SyncEngine: Sendable {
         // Importing folds local writes made meanwhile into the outbox: publish them too.
         if !report.interrupted { try publish(into: &report) }
         return report
+    }
+
+    /// ``bootstrapIfNeeded(into:cancelled:)``, with a transport that has no baselines (or cannot be
+    /// reached now) noted in the retention status: syncing then goes on from segments.
+    private func loadBaselineIfNeeded(into report: inout SyncReport, cancelled: () -> Bool) throws -> Bool {
+        do {
+            return try bootstrapIfNeeded(into: &report, cancelled: cancelled)
+        } catch let error as TransportError {
+            noteProblem("looking for a baseline: \(error)")
+            return false
+        }
     }
 
     /// Exports local history to the outbox and publishes everything unpublished.

@@ -93,6 +93,9 @@ struct RetentionTests {
         let joiner = try cluster.store("c")
         let report = try cluster.retainingEngine(joiner, clock: clock).sync()
         #expect(report.loadedBaseline != nil, "a new node loads the newest baseline")
+        for name in report.applied {
+            #expect(try name.firstSequence > joiner.coveredByBaseline(name.node), "\(name) is covered by the baseline: loaded first, it is not replayed")
+        }
         #expect(try joiner.syncedTables() == stores[0].syncedTables())
         #expect(try stores[0].syncedTables() == stores[1].syncedTables())
     }
