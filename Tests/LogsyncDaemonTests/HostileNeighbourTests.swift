@@ -64,7 +64,10 @@ struct HostileNeighbourTests {
         print("a commit on a visible on b: without a stalled watch client \(before); with one \(during)")
         #expect(during.missed == 0, "every import went through: \(during)")
         let latest = Array(during.delays.suffix(100))
-        #expect(Arrivals.percentile(latest, 0.5) <= .milliseconds(50), "median import delay with a stalled client: \(during)")
+        // A client that held the round up would add its write timeout to every import; the bound is
+        // relative to the same machine's delay without it, so a loaded machine does not fail the test.
+        let bound = max(.milliseconds(50), Arrivals.percentile(before.delays, 0.5) * 4)
+        #expect(Arrivals.percentile(latest, 0.5) <= bound, "median import delay with a stalled client: \(during); without: \(before)")
         try await b.awaitLog("dropped a watch client")
 
         // A second stalled client, connected when SIGTERM comes: the stop does not wait for it.
