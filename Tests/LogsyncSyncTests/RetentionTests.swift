@@ -24,6 +24,22 @@ extension SyncCluster {
         return try engine(store, maximumChanges: 3, retention: retention)
     }
 
+    /// Stores named `names`, their engines (segments of at most `maximumChanges` changes), and `writes`
+    /// random writes spread over the stores, one random engine syncing after each write with probability
+    /// 1/`syncEvery` (never when 0); the generator is handed back to go on with.
+    func randomlyWritten(
+        _ names: [String], seed: UInt64, writes: Int, maximumChanges: Int, syncEvery: Int = 0
+    ) throws -> (stores: [Store], engines: [SyncEngine], rng: SeededRandom) {
+        var rng = SeededRandom(seed: seed)
+        let stores = try names.map { try store($0) }
+        let engines = try stores.map { try engine($0, maximumChanges: maximumChanges) }
+        for _ in 0..<writes {
+            try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng)
+            if syncEvery > 0, Int.random(in: 0..<syncEvery, using: &rng) == 0 { _ = try engines.randomElement(using: &rng)!.sync() }
+        }
+        return (stores, engines, rng)
+    }
+
     /// Segment files of `store`'s node in the shared folder.
     func segmentFiles(of store: Store) throws -> [String] {
         let folder = shared + "/default/" + store.nodeID
@@ -36,10 +52,7 @@ struct RetentionTests {
     @Test("two stores at the same frontier write the same baseline bytes, under the same name")
     func baselinesAreCanonical() throws {
         let cluster = try SyncCluster("canon")
-        var rng = SeededRandom(seed: 7)
-        let stores = try ["a", "b"].map { try cluster.store($0) }
-        let engines = try stores.map { try cluster.engine($0, maximumChanges: 3) }
-        for _ in 0..<60 { try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng) }
+        let (stores, engines, _) = try cluster.randomlyWritten(["a", "b"], seed: 7, writes: 60, maximumChanges: 3)
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         #expect(try stores[0].frontier() == stores[1].frontier())
         var bytes: [[UInt8]] = [[], []]
@@ -141,13 +154,8 @@ struct RetentionTests {
     @Test("a baseline loads into the same store whatever its batches and chunks, into an empty store or one that holds part of the history")
     func baselineLoadsAlikeInAnyBatches() throws {
         let cluster = try SyncCluster("chunks")
-        var rng = SeededRandom(seed: 23)
-        let stores = try ["a", "b"].map { try cluster.store($0) }
-        let engines = try stores.map { try cluster.engine($0, maximumChanges: 5) }
-        for _ in 0..<150 {
-            try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng)
-            if Int.random(in: 0..<10, using: &rng) == 0 { _ = try engines.randomElement(using: &rng)!.sync() }
-        }
+        let (stores, engines, written) = try cluster.randomlyWritten(["a", "b"], seed: 23, writes: 150, maximumChanges: 5, syncEvery: 10)
+        var rng = written
         // A store that applied part of the history and wrote a row of its own, never exported.
         let partial = try cluster.store("partial")
         _ = try cluster.engine(partial).sync()
@@ -155,8 +163,8 @@ struct RetentionTests {
         for _ in 0..<60 { try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng) }
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         var bytes: [UInt8] = []
-        let written = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
-        #expect(written.rows > 40, "enough rows for many chunks: \(written.rows)")
+        let baseline = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        #expect(baseline.rows > 40, "enough rows for many chunks: \(baseline.rows)")
 
         /// The store's content once the baseline is loaded in `batchRows` and `chunkRows`.
         func loaded(into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int) throws -> StoreContent {
@@ -169,7 +177,7 @@ struct RetentionTests {
                 return served ? nil : bytes
             }
             let load = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows)
-            #expect(load.rows == Int(written.rows))
+            #expect(load.rows == Int(baseline.rows))
             return try StoreContent(store)
         }
         for source in [nil, partial] {
