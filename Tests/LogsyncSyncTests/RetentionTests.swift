@@ -24,6 +24,22 @@ extension SyncCluster {
         return try engine(store, maximumChanges: 3, retention: retention)
     }
 
+    /// Stores named `names`, their engines (segments of at most `maximumChanges` changes), and `writes`
+    /// random writes spread over the stores, one random engine syncing after each write with probability
+    /// 1/`syncEvery` (never when 0); the generator is handed back to go on with.
+    func randomlyWritten(
+        _ names: [String], seed: UInt64, writes: Int, maximumChanges: Int, syncEvery: Int = 0
+    ) throws -> (stores: [Store], engines: [SyncEngine], rng: SeededRandom) {
+        var rng = SeededRandom(seed: seed)
+        let stores = try names.map { try store($0) }
+        let engines = try stores.map { try engine($0, maximumChanges: maximumChanges) }
+        for _ in 0..<writes {
+            try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng)
+            if syncEvery > 0, Int.random(in: 0..<syncEvery, using: &rng) == 0 { _ = try engines.randomElement(using: &rng)!.sync() }
+        }
+        return (stores, engines, rng)
+    }
+
     /// Segment files of `store`'s node in the shared folder.
     func segmentFiles(of store: Store) throws -> [String] {
         let folder = shared + "/default/" + store.nodeID
@@ -36,10 +52,7 @@ struct RetentionTests {
     @Test("two stores at the same frontier write the same baseline bytes, under the same name")
     func baselinesAreCanonical() throws {
         let cluster = try SyncCluster("canon")
-        var rng = SeededRandom(seed: 7)
-        let stores = try ["a", "b"].map { try cluster.store($0) }
-        let engines = try stores.map { try cluster.engine($0, maximumChanges: 3) }
-        for _ in 0..<60 { try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng) }
+        let (stores, engines, _) = try cluster.randomlyWritten(["a", "b"], seed: 7, writes: 60, maximumChanges: 3)
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         #expect(try stores[0].frontier() == stores[1].frontier())
         var bytes: [[UInt8]] = [[], []]
@@ -142,4 +155,76 @@ struct RetentionTests {
         #expect(try stores[2].syncedTables() == expected)
         #expect(expected.tables["Folder"]?[keep] != nil, "the change c made while away reached everyone")
     }
+
+    @Test("a baseline loads into the same store whatever its batches and chunks, into an empty store or one that holds part of the history")
+    func baselineLoadsAlikeInAnyBatches() throws {
+        let cluster = try SyncCluster("chunks")
+        let (stores, engines, written) = try cluster.randomlyWritten(["a", "b"], seed: 23, writes: 150, maximumChanges: 5, syncEvery: 10)
+        var rng = written
+        // A store that applied part of the history and wrote a row of its own, never exported.
+        let partial = try cluster.store("partial")
+        _ = try cluster.engine(partial).sync()
+        try partial.write { tx in try tx.insert("Folder", ["id": SyncCluster.id(), "name": "own"]) }
+        for _ in 0..<60 { try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng) }
+        for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
+        var bytes: [UInt8] = []
+        let baseline = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        #expect(baseline.rows > 40, "enough rows for many chunks: \(baseline.rows)")
+
+        /// The store's content once the baseline is loaded in `batchRows` and `chunkRows`.
+        func loaded(into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int) throws -> StoreContent {
+            let path = cluster.storePath(name)
+            try source?.copy(to: path)
+            let store = try Store(path: path, schema: cluster.storeSchema)
+            var served = false
+            let decoder = try BaselineDecoder { [bytes] in
+                defer { served = true }
+                return served ? nil : bytes
+            }
+            let load = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows)
+            #expect(load.rows == Int(baseline.rows))
+            return try StoreContent(store)
+        }
+        for source in [nil, partial] {
+            let whole = try loaded(into: "whole-\(source == nil)", copyOf: source, batchRows: 100_000, chunkRows: 100_000)
+            for (batchRows, chunkRows) in [(7, 3), (1_000, 1), (50, 50)] {
+                let parts = try loaded(into: "parts-\(source == nil)-\(batchRows)-\(chunkRows)", copyOf: source, batchRows: batchRows, chunkRows: chunkRows)
+                #expect(parts == whole, "batches of \(batchRows), chunks of \(chunkRows), \(source == nil ? "empty store" : "store with part of the history")")
+            }
+            if source == nil { #expect(whole.tables == (try stores[0].syncedTables())) }
+        }
+    }
 }
+
+/// What a store holds that loading a baseline decides: the synced tables, every row state (as the store's
+/// baseline writes them) and where it is kept, the nodes, the cursors and what the baselines covered.
+struct StoreContent: Equatable {
+    var tables: Projection
+    var states: [BaselineRow] = []
+    var stored: [[DatabaseValue]]
+    var live: [[DatabaseValue]]
+    var nodes: [[DatabaseValue]]
+    var cursors: [[DatabaseValue]]
+    var meta: [[DatabaseValue]]
+
+    init(_ store: Store) throws {
+        tables = try store.syncedTables()
+        var bytes: [UInt8] = []
+        _ = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        // The header names the store's own node with its export sequence: only the rows are compared.
+        var served = false
+        let decoder = try BaselineDecoder { [bytes] in
+            defer { served = true }
+            return served ? nil : bytes
+        }
+        while let row = try decoder.next() { states.append(row) }
+        // Where each state is kept; the bytes may differ where they decode alike (node ids are numbered
+        // as the store first meets them), so the states themselves are compared as the baseline reads them.
+        stored = try store.read("SELECT entity, pk, cl FROM _ls_row ORDER BY entity, pk")
+        live = try store.read("SELECT pk, cl FROM _ls_live ORDER BY pk")
+        nodes = try store.read("SELECT node FROM _ls_node ORDER BY node")
+        cursors = try store.read("SELECT node, last_seq FROM _ls_cursor ORDER BY node")
+        meta = try store.read("SELECT key, value FROM _ls_meta WHERE key LIKE 'covered:%' OR key = 'baseline_loading' ORDER BY key")
+    }
+}
+

@@ -156,14 +156,27 @@ struct MergedRows {
 
     private(set) var rows: [Row] = []
     var positions: [RowKey: Int] = [:]
+    /// Every key is recorded once (a baseline's rows, whose keys strictly increase): no key is looked up,
+    /// so none is indexed.
+    let keysAreDistinct: Bool
 
-    init(capacity: Int) {
+    init(capacity: Int, keysAreDistinct: Bool = false) {
+        self.keysAreDistinct = keysAreDistinct
         rows.reserveCapacity(capacity)
-        positions.reserveCapacity(capacity)
+        if !keysAreDistinct { positions.reserveCapacity(capacity) }
     }
 
     /// Where `key` is in ``rows``, if this transaction has changed it.
-    func position(of key: RowKey) -> Int? { positions[key] }
+    func position(of key: RowKey) -> Int? {
+        precondition(!keysAreDistinct, "keys of distinct rows are not indexed")
+        return positions[key]
+    }
+
+    /// Forgets the rows recorded so far (they were projected), keeping the storage for the next ones.
+    mutating func removeAll() {
+        rows.removeAll(keepingCapacity: true)
+        positions.removeAll(keepingCapacity: true)
+    }
 
     /// Records a change of `key`'s state (at `position`, if it had changed before).
     /// `savesWithRow`: the state was not stored (see ``Row/savesWithRow``); otherwise it was.
@@ -176,7 +189,7 @@ struct MergedRows {
             rows[position].structural = rows[position].structural || structural
             rows[position].savesWithRow = rows[position].savesWithRow && savesWithRow
         } else {
-            positions[key] = rows.count
+            if !keysAreDistinct { positions[key] = rows.count }
             rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural))
         }
     }

@@ -151,13 +151,14 @@ extension Store {
     /// so what this store has applied and unexported local changes all stay), re-projects them, and moves
     /// the cursors up to the baseline's frontier: afterwards the store holds what it held plus everything
     /// the frontier includes. Local history is folded into the outbox first in every batch, as imports
-    /// do. Batches of `batchRows` rows, each one SQLite transaction; a crash between them leaves
-    /// `baseline_loading` set, and loading the same (or any covering) baseline again finishes the job.
+    /// do. Batches of `batchRows` rows, each one SQLite transaction, projected every `chunkRows` rows; a
+    /// crash between them leaves `baseline_loading` set, and loading the same (or any covering) baseline
+    /// again finishes the job.
     ///
     /// The caller has verified the baseline (``BaselineDecoder/verify(limits:source:)``); `decoder` reads it again.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
-        batchRows: Int = 20_000, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
+        batchRows: Int = 20_000, chunkRows: Int = 4_096, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
         guard header.account == account else {
@@ -176,23 +177,33 @@ extension Store {
                 path: path)
         }
         var load = BaselineLoad()
+        let rows = BaselineRowsAhead(decoder)
+        defer { rows.finish() }
         var finished = false
         while !finished {
             if isCancelled() { throw CancellationError() }
-            finished = try syncTransaction { state, _ in
+            // As for imports: with no local writer to compete with, the batch's pages are copied into the
+            // database file on the checkpoint thread while the next batch is merged.
+            let localWriters = (try? localHistoryWaits()) ?? false
+            finished = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
                 try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
                 let connection = state.connection
                 try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('baseline_loading', ?)", [.text(header.frontier.description)])
                 let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
                 try captureMergeHistoryDirectly(&state)
                 let writer = MergeWriter(state: state, catalog: catalog)
-                var merged = MergedRows(capacity: batchRows)
+                // The decoder hands out rows in strictly increasing key order, so each key comes once, and
+                // rows are projected every `chunkRows` rows rather than once per batch: memory holds a
+                // chunk's states, whatever the batch's size. Projecting part of a batch is what the end of
+                // a batch does anyway: every row whose projection depends on a changed row is projected
+                // again with it.
+                var merged = MergedRows(capacity: min(batchRows, chunkRows), keysAreDistinct: true)
                 var entitiesWithStates: [Int64: Bool] = [:]
                 var newest = HLCTimestamp.zero
                 var count = 0
                 var end = false
                 while count < batchRows {
-                    guard let row = try decoder.next() else {
+                    guard let row = try rows.next() else {
                         end = true
                         break
                     }
@@ -203,6 +214,10 @@ extension Store {
                     for register in row.state.columns.values { newest = max(newest, register.clock.timestamp) }
                     try mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
                     count += 1
+                    if merged.rows.count >= chunkRows {
+                        try writer.refresh(merged, nodes: &state.nodes)
+                        merged.removeAll()
+                    }
                 }
                 try writer.refresh(merged, nodes: &state.nodes)
                 _ = try appendMarker(
@@ -219,6 +234,7 @@ extension Store {
     }
 
     /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
+    /// Its key is not among those `merged` holds (a baseline's keys strictly increase).
     private func mergeBaselineRow(
         _ row: BaselineRow, info: Catalog.EntityInfo, into merged: inout MergedRows, writer: MergeWriter, nodes: inout NodeTable,
         entitiesWithStates: inout [Int64: Bool]
@@ -227,23 +243,22 @@ extension Store {
         // Keep only registers of columns this schema knows; an older baseline lacks newer columns, which
         // then show their defaults, as for a row whose insert has not arrived.
         var incoming = row.state
-        incoming.columns = incoming.columns.filter { info.bit(of: $0.key) != nil }
-        let position = merged.position(of: key)
-        if position == nil {
-            let isFresh = incoming.causalLength == 1 && incoming.deletedAt == nil
-            // A row in the table already (its state in `_ls_live`) makes the projection's insert fail, which
-            // then merges the two states, as for remote inserts.
-            if info.isIsolated, isFresh, try !writer.hasStoredState(key.primaryKey, info: info, entitiesWithStates: &entitiesWithStates) {
-                merged.record(key, info: info, state: incoming, at: nil, isNew: true, structural: true, savesWithRow: true)
-                return
-            }
+        if incoming.columns.keys.contains(where: { info.bit(of: $0) == nil }) {
+            incoming.columns = incoming.columns.filter { info.bit(of: $0.key) != nil }
         }
-        let previous = try position.map { merged.rows[$0].state } ?? writer.loadState(key.primaryKey, info: info, nodes: nodes)
+        let isFresh = incoming.causalLength == 1 && incoming.deletedAt == nil
+        // A row in the table already (its state in `_ls_live`) makes the projection's insert fail, which
+        // then merges the two states, as for remote inserts.
+        if info.isIsolated, isFresh, try !writer.hasStoredState(key.primaryKey, info: info, entitiesWithStates: &entitiesWithStates) {
+            merged.record(key, info: info, state: incoming, at: nil, isNew: true, structural: true, savesWithRow: true)
+            return
+        }
+        let previous = try writer.loadState(key.primaryKey, info: info, nodes: nodes)
         var next = previous ?? RowState()
         next.merge(incoming)
         guard next != previous else { return }
         try writer.saveState(next, primaryKey: key.primaryKey, info: info, previous: previous, nodes: &nodes)
-        merged.record(key, info: info, state: next, at: position, isNew: previous == nil, structural: writer.isStructural(info, from: previous, to: next))
+        merged.record(key, info: info, state: next, at: nil, isNew: previous == nil, structural: writer.isStructural(info, from: previous, to: next))
     }
 
     /// The last batch of a load: cursors up to the frontier, and what it covers recorded.
@@ -334,5 +349,73 @@ extension Store {
             else { return nil }
             return try connection.int64("SELECT value FROM _ls_meta WHERE key = 'own_baseline_token'")
         }
+    }
+}
+
+/// A baseline's rows, decoded a chunk ahead on another thread while the loader merges the chunk before:
+/// inflating and parsing is about a quarter of a load's work, and runs on the second core instead of
+/// adding to the time the write lock is held (as imports decode the next segment, `Prefetch`).
+///
+/// The decoder is used by one chunk's work at a time, and not at all once ``finish()`` returned. A
+/// decoding error reaches the loader with the chunk that holds it, so the rows before it in that chunk
+/// are not merged: the batch fails, and its transaction rolls back, either way.
+private final class BaselineRowsAhead {
+    /// Rows per chunk: two chunks (the one merged, the one decoded) are in memory at a time.
+    static let chunkRows = 1_024
+
+    /// Hands the decoder to one chunk's work at a time: never two at once, and not after ``finish()``.
+    private final class Source: @unchecked Sendable {
+        let decoder: BaselineDecoder
+        init(_ decoder: BaselineDecoder) { self.decoder = decoder }
+
+        func chunk() -> Result<[BaselineRow], any Error> {
+            Result {
+                var rows: [BaselineRow] = []
+                rows.reserveCapacity(BaselineRowsAhead.chunkRows)
+                while rows.count < BaselineRowsAhead.chunkRows, let row = try decoder.next() { rows.append(row) }
+                return rows
+            }
+        }
+    }
+
+    private let source: Source
+    private var ahead: Prefetch<Result<[BaselineRow], any Error>>?
+    private var current: [BaselineRow] = []
+    private var index = 0
+    private var ended = false
+
+    init(_ decoder: BaselineDecoder) {
+        source = Source(decoder)
+        ahead = start()
+    }
+
+    private func start() -> Prefetch<Result<[BaselineRow], any Error>> {
+        let source = source
+        return Prefetch { source.chunk() }
+    }
+
+    /// The next row, or nil after the last.
+    func next() throws -> BaselineRow? {
+        if index == current.count {
+            guard !ended, let pending = ahead else { return nil }
+            ahead = nil
+            // A short chunk is the last; so is a failed one.
+            ended = true
+            current = try pending.value().get()
+            index = 0
+            if current.count == Self.chunkRows {
+                ended = false
+                ahead = start()
+            }
+            if current.isEmpty { return nil }
+        }
+        defer { index += 1 }
+        return current[index]
+    }
+
+    /// Waits for the chunk being decoded, if any: afterwards nothing uses the decoder.
+    func finish() {
+        _ = ahead?.value()
+        ahead = nil
     }
 }

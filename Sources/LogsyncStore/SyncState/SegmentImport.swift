@@ -234,7 +234,7 @@ extension Store {
 
     /// Whether local history waits to be folded, as far as a read outside the write transaction can tell
     /// (the batch folds again in any case): local writers are busy.
-    private func localHistoryWaits() throws -> Bool {
+    func localHistoryWaits() throws -> Bool {
         try reading { connection in
             try connection.int64(
                 "SELECT 1 FROM _ls_log WHERE seq > ifnull((SELECT value FROM _ls_meta WHERE key = 'export_token'), 0) LIMIT 1") != nil
