@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncHTTP
 import LogsyncTransport
 
 /// Bounded growth through the relay (docs/relay-protocol.md, "Progress records, baselines and pruning"):
