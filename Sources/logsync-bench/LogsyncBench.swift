@@ -31,6 +31,7 @@ struct LogsyncBench: ParsableCommand {
             ScaleSuite.self,
             RelaySuite.self,
             RebuildSuite.self,
+            BootstrapSuite.self,
         ])
 }
 
