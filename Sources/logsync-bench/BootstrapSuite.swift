@@ -30,9 +30,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
         abstract: "A new node joins from a baseline of 1M rows: time, peak RSS, and against replaying the whole history.")
 
     @OptionGroup var options: SuiteOptions
-    @Option(help: .hidden) var childFolder: String?
-    @Option(help: .hidden) var childStore: String?
-    @Option(help: .hidden) var childRows: Int?
+    @OptionGroup var child: BuildChildOptions
     @Flag(help: .hidden) var childReplay = false
 
     static let suite = "bootstrap"
@@ -47,8 +45,8 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
     }
 
     func run() throws {
-        if let childFolder, let childStore, let childRows {
-            let seconds = try Self.join(from: childFolder, into: childStore, rows: childRows, replay: childReplay)
+        if let request = child.request {
+            let seconds = try Self.join(from: request.folder, into: request.store, rows: request.rows, replay: childReplay)
             try MeasuredChild.finish(seconds: seconds)
             return
         }
@@ -127,7 +125,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
     }
 
     static func childArguments(_ folder: String, _ store: String, _ rows: Int, replay: Bool) -> [String] {
-        ["bootstrap", "--child-folder", folder, "--child-store", store, "--child-rows", String(rows)] + (replay ? ["--child-replay"] : [])
+        ["bootstrap"] + BuildChildOptions.arguments(folder: folder, store: store, rows: rows) + (replay ? ["--child-replay"] : [])
     }
 
     /// In the child: a new node's store built from `folder` by the engine, with retention on (it bootstraps

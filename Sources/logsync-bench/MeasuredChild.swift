@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 
 /// A timed step run in a child copy of this executable, so that its peak RSS is the step's alone.
@@ -40,5 +41,24 @@ enum MeasuredChild {
             let kib = Int(line.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
         else { throw BenchError("no VmHWM in /proc/self/status") }
         return kib
+    }
+}
+
+/// The hidden options by which a suite runs itself as a ``MeasuredChild`` that builds a store at `store`
+/// from what `folder` holds, expecting `rows` rows.
+struct BuildChildOptions: ParsableArguments {
+    @Option(help: .hidden) var childFolder: String?
+    @Option(help: .hidden) var childStore: String?
+    @Option(help: .hidden) var childRows: Int?
+
+    /// What this child is asked to build; nil in the parent.
+    var request: (folder: String, store: String, rows: Int)? {
+        guard let childFolder, let childStore, let childRows else { return nil }
+        return (childFolder, childStore, childRows)
+    }
+
+    /// The arguments that ask a child to build.
+    static func arguments(folder: String, store: String, rows: Int) -> [String] {
+        ["--child-folder", folder, "--child-store", store, "--child-rows", String(rows)]
     }
 }

@@ -25,9 +25,7 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
         abstract: "Rebuild an account's store from its logs (1M changes): time, peak RSS, and against plain bulk inserts.")
 
     @OptionGroup var options: SuiteOptions
-    @Option(help: .hidden) var childFolder: String?
-    @Option(help: .hidden) var childStore: String?
-    @Option(help: .hidden) var childRows: Int?
+    @OptionGroup var child: BuildChildOptions
 
     static let suite = "rebuild"
     static let account = "bench"
@@ -39,8 +37,8 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
     }
 
     func run() throws {
-        if let childFolder, let childStore, let childRows {
-            try MeasuredChild.finish(seconds: try Self.rebuild(from: childFolder, into: childStore, rows: childRows))
+        if let request = child.request {
+            try MeasuredChild.finish(seconds: try Self.rebuild(from: request.folder, into: request.store, rows: request.rows))
             return
         }
         let sizes = options.quick ? Sizes.quick : Sizes.full
@@ -85,8 +83,7 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
 
     /// Runs this executable as a child that rebuilds; returns its seconds and its peak RSS (KiB).
     static func rebuildInChild(from folder: String, into store: String, rows: Int) throws -> (Double, Int) {
-        try MeasuredChild.run(
-            ["rebuild", "--child-folder", folder, "--child-store", store, "--child-rows", String(rows)], what: "rebuild")
+        try MeasuredChild.run(["rebuild"] + BuildChildOptions.arguments(folder: folder, store: store, rows: rows), what: "rebuild")
     }
 
     /// In the child: a fresh store at `path`, opened with `options` (as syncd opens a store it builds, by
