@@ -16,14 +16,18 @@ import LogsyncTransport
 /// segment the baseline covers goes. The shared folder then holds what retention leaves a joining node:
 /// the baseline and the segments after it.
 ///
-/// Timed, each in a child process (its peak RSS is its own `VmHWM`, as in `rebuild`), both with a fresh
-/// store opened as syncd opens a new node's store (default options) and `SyncEngine.rebuild` (sync rounds
-/// until one applies nothing):
-/// - bootstrap: retention on, over the shared folder: the first round finds the pruned history missing,
-///   loads the baseline (copied next to the store, verified whole, merged in batches) and applies the
-///   tail's segments;
-/// - replay: retention off, over the copy holding every segment.
-/// Both stores are then compared with the source (row count and sums of the columns).
+/// Timed, each in a child process (its peak RSS is its own `VmHWM`, as in `rebuild`), each with a fresh
+/// store and `SyncEngine.rebuild` (sync rounds until one applies nothing):
+/// - bootstrap: the store opened as syncd opens a new node's store (default options, with SQLite's memory
+///   map), retention on, over the shared folder: the first round finds the pruned history missing, loads
+///   the baseline (copied next to the store, verified whole, merged in batches) and applies the tail's
+///   segments;
+/// - replay: the same store options, retention off, over the copy holding every segment;
+/// - bootstrap without the memory map: as the first, with the store opened as an account switch opens the
+///   store it builds (`StoreOptions.rebuilding`), which also bootstraps when the account's history was
+///   pruned: how much of the peak is the map.
+/// The stores are then compared with the source (row count and sums of the columns). Also untimed in the
+/// parent: verifying the baseline alone (`BaselineDecoder.verify`, as the load does before merging).
 struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "bootstrap",
@@ -32,6 +36,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
     @OptionGroup var options: SuiteOptions
     @OptionGroup var child: BuildChildOptions
     @Flag(help: .hidden) var childReplay = false
+    @Flag(help: .hidden) var childUnmapped = false
 
     static let suite = "bootstrap"
     static let account = "bench"
@@ -46,7 +51,9 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
 
     func run() throws {
         if let request = child.request {
-            let seconds = try Self.join(from: request.folder, into: request.store, rows: request.rows, replay: childReplay)
+            let seconds = try Self.join(
+                from: request.folder, into: request.store, rows: request.rows, replay: childReplay,
+                options: childUnmapped ? .rebuilding : StoreOptions())
             try MeasuredChild.finish(seconds: seconds)
             return
         }
@@ -65,6 +72,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
             try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
             let expected: Checksum
             var baselineBytes = 0
+            var verifySeconds = 0.0
             do {
                 let rows = NoteFixture.rows(count: sizes.rows)
                 var source: Store?
@@ -77,6 +85,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
                     guard let baseline = try engine.writeBaseline() else { throw BenchError("the source engine wrote no baseline") }
                     let baselinePath = shared + "/" + Self.account + "/" + baseline.node.rawValue + "/" + baseline.fileName
                     baselineBytes = try Self.fileSize(baselinePath)
+                    verifySeconds = try Self.verify(baselinePath)
                     try Self.updateTail(store, rows[..<sizes.tailUpdates])
                     try engine.export(into: &report)
                     // The replay's folder: every segment, no baseline.
@@ -86,7 +95,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
                     Report.progress(
                         "  \(report.published.count) segments published; baseline \(baseline.fileName) \(formatted(Double(baselineBytes) / 1_048_576, decimals: 1)) MiB "
                             + "(\(formatted(Double(baselineBytes) / Double(sizes.rows), decimals: 1)) B per row); pruned through sequence \(pruned.prunedThrough), "
-                            + "\(pruned.retainedSegments) segments left in the folder")
+                            + "\(pruned.retainedSegments) segments left in the folder; verifying the baseline alone took \(formatted(verifySeconds)) s")
                     guard pruned.prunedThrough > 0, pruned.retainedSegments > 0 else {
                         throw BenchError("pruning left \(pruned.retainedSegments) segments, through \(pruned.prunedThrough): \(pruned.explanation)")
                     }
@@ -103,7 +112,11 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
             Report.progress(
                 "  bootstrap from the baseline: \(formatted(join.seconds)) s (\(grouped(Int(Double(sizes.rows) / join.seconds))) rows/s), "
                     + "peak RSS \(formatted(peakMiB, decimals: 1)) MiB; \(formatted(join.seconds / replay.seconds, decimals: 3)) x the replay")
-            for (name, path) in [("replayed", "replayed.sqlite"), ("joined", "joined.sqlite")] {
+            let unmapped = try MeasuredChild.run(
+                Self.childArguments(shared, directory.file("unmapped.sqlite"), sizes.rows, replay: false) + ["--child-unmapped"], what: "bootstrap without a memory map")
+            Report.progress(
+                "  the same without the memory map (StoreOptions.rebuilding): \(formatted(unmapped.seconds)) s, peak RSS \(formatted(Double(unmapped.peakKiB) / 1024, decimals: 1)) MiB")
+            for (name, path) in [("replayed", "replayed.sqlite"), ("joined", "joined.sqlite"), ("unmapped", "unmapped.sqlite")] {
                 let found = try Checksum(try Store(path: directory.file(path), schema: NoteFixture.schema))
                 guard found == expected else { throw BenchError("the \(name) store differs from the source: \(found) against \(expected)") }
             }
@@ -115,6 +128,9 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("bootstrap_rows_per_s", Double(sizes.rows) / join.seconds, unit: "rows/s", goal: nil, .higher, decimals: 0))
             Report.emit(metric("replay_1m_s", replay.seconds * scale, unit: "s", goal: nil, .lower))
             Report.emit(metric("replay_peak_rss_mb", Double(replay.peakKiB) / 1024, unit: "MB", goal: nil, .lower, decimals: 1))
+            Report.emit(metric("bootstrap_unmapped_1m_s", unmapped.seconds * scale, unit: "s", goal: nil, .lower))
+            Report.emit(metric("bootstrap_unmapped_peak_rss_mb", Double(unmapped.peakKiB) / 1024, unit: "MB", goal: nil, .lower, decimals: 1))
+            Report.emit(metric("baseline_verify_1m_s", verifySeconds * scale, unit: "s", goal: nil, .lower))
             Report.emit(metric("baseline_bytes_per_row", Double(baselineBytes) / Double(sizes.rows), unit: "B", goal: nil, .lower, decimals: 1))
         }
     }
@@ -128,11 +144,12 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
         ["bootstrap"] + BuildChildOptions.arguments(folder: folder, store: store, rows: rows) + (replay ? ["--child-replay"] : [])
     }
 
-    /// In the child: a new node's store built from `folder` by the engine, with retention on (it bootstraps
-    /// from the baseline) or off (`replay`: every segment is applied); the seconds it took.
-    static func join(from folder: String, into path: String, rows: Int, replay: Bool) throws -> Double {
+    /// In the child: a new node's store, opened with `options`, built from `folder` by the engine with
+    /// retention on (it bootstraps from the baseline) or off (`replay`: every segment is applied); the
+    /// seconds it took.
+    static func join(from folder: String, into path: String, rows: Int, replay: Bool, options: StoreOptions) throws -> Double {
         try RebuildSuite.rebuild(
-            from: folder, into: path, rows: rows, options: StoreOptions(), configuration: settings(retention: !replay),
+            from: folder, into: path, rows: rows, options: options, configuration: settings(retention: !replay),
             check: { store in
                 let covered = try store.frontier().sequences.keys.map { try store.coveredByBaseline($0) }.max() ?? 0
                 if replay, covered > 0 { throw BenchError("the replay loaded a baseline") }
@@ -155,6 +172,18 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
                 }
             }
             start = end
+        }
+    }
+
+    /// Seconds to verify the baseline at `path` whole, read in chunks of 1 MiB.
+    static func verify(_ path: String) throws -> Double {
+        guard let file = FileHandle(forReadingAtPath: path) else { throw BenchError("cannot open \(path)") }
+        defer { try? file.close() }
+        return try timed {
+            _ = try BaselineDecoder.verify {
+                let chunk = file.readData(ofLength: 1 << 20)
+                return chunk.isEmpty ? nil : [UInt8](chunk)
+            }
         }
     }
 
