@@ -31,6 +31,8 @@ struct LogsyncBench: ParsableCommand {
             ScaleSuite.self,
             RelaySuite.self,
             RebuildSuite.self,
+            BootstrapSuite.self,
+            SoakSuite.self,
         ])
 }
 

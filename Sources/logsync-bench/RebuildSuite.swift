@@ -25,9 +25,7 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
         abstract: "Rebuild an account's store from its logs (1M changes): time, peak RSS, and against plain bulk inserts.")
 
     @OptionGroup var options: SuiteOptions
-    @Option(help: .hidden) var childFolder: String?
-    @Option(help: .hidden) var childStore: String?
-    @Option(help: .hidden) var childRows: Int?
+    @OptionGroup var child: BuildChildOptions
 
     static let suite = "rebuild"
     static let account = "bench"
@@ -39,9 +37,8 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
     }
 
     func run() throws {
-        if let childFolder, let childStore, let childRows {
-            let seconds = try Self.rebuild(from: childFolder, into: childStore, rows: childRows)
-            print(seconds, try Self.peakResidentKiB())
+        if let request = child.request {
+            try MeasuredChild.finish(seconds: try Self.rebuild(from: request.folder, into: request.store, rows: request.rows))
             return
         }
         let sizes = options.quick ? Sizes.quick : Sizes.full
@@ -84,48 +81,32 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
         SyncConfiguration(account: account, maximumChangesPerSegment: SegmentFixture.maximumChanges)
     }
 
-    /// This process's peak resident set size in KiB (`VmHWM` in `/proc/self/status`).
-    static func peakResidentKiB() throws -> Int {
-        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-            let kib = Int(line.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
-        else { throw BenchError("no VmHWM in /proc/self/status") }
-        return kib
-    }
-
     /// Runs this executable as a child that rebuilds; returns its seconds and its peak RSS (KiB).
     static func rebuildInChild(from folder: String, into store: String, rows: Int) throws -> (Double, Int) {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        child.arguments = ["rebuild", "--child-folder", folder, "--child-store", store, "--child-rows", String(rows)]
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        child.waitUntilExit()
-        let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard child.terminationStatus == 0, fields.count == 2, let seconds = Double(fields[0]), let peak = Int(fields[1]) else {
-            throw BenchError("the rebuild child failed (exit \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
-        }
-        return (seconds, peak)
+        try MeasuredChild.run(["rebuild"] + BuildChildOptions.arguments(folder: folder, store: store, rows: rows), what: "rebuild")
     }
 
-    /// In the child: a fresh store built from every segment in `folder`; the seconds it took.
-    static func rebuild(from folder: String, into path: String, rows: Int) throws -> Double {
+    /// In the child: a fresh store at `path`, opened with `options` (as syncd opens a store it builds, by
+    /// default), built by `SyncEngine.rebuild` from what `folder` holds, with `configuration`: sync rounds
+    /// until one applies nothing. Returns the seconds it took; `check` then looks at the built store.
+    static func rebuild(
+        from folder: String, into path: String, rows: Int, options: StoreOptions = .rebuilding, configuration: SyncConfiguration = RebuildSuite.settings,
+        check: (Store) throws -> Void = { _ in }
+    ) throws -> Double {
         var built: Store?
         let seconds = try timed {
-            let store = try Store(path: path, schema: NoteFixture.schema, options: .rebuilding)
-            let transport = try DirectoryTransport(root: folder, account: account, node: NodeID(store.nodeID))
-            try SyncEngine(store: store, transport: transport, configuration: settings).rebuild { progress in
+            let store = try Store(path: path, schema: NoteFixture.schema, options: options)
+            let transport = try DirectoryTransport(root: folder, account: configuration.account, node: NodeID(store.nodeID))
+            try SyncEngine(store: store, transport: transport, configuration: configuration).rebuild { progress in
                 Report.progress("    \(grouped(progress.transactions)) transactions from \(grouped(progress.segments)) segments applied")
             }
             try store.checkpoint()
             built = store
         }
-        if let built { try SegmentFixture.expectRows(built, rows, "the rebuilt store") }
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        let memory = status.split(separator: "\n").filter { $0.hasPrefix("RssAnon") || $0.hasPrefix("RssFile") || $0.hasPrefix("VmHWM") }
-        Report.progress("    child at the end: " + memory.map { $0.replacingOccurrences(of: "\t", with: " ").split(separator: " ").joined(separator: " ") }.joined(separator: ", "))
+        if let built {
+            try SegmentFixture.expectRows(built, rows, "the built store")
+            try check(built)
+        }
         return seconds
     }
 }
