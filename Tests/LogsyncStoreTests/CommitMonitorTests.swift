@@ -58,7 +58,8 @@ struct CommitMonitorTests {
         }
         let worst = delays.max()!
         print("200 commits: worst report delay \(worst), \(delays.filter { $0 > .milliseconds(100) }.count) over 100 ms")
-        #expect(worst < .milliseconds(250), "a commit waited for the slow timeout: \(worst)")
+        // A missed commit waits for the slow timeout (1 s); 750 ms leaves room for a loaded machine's pauses.
+        #expect(worst < .milliseconds(750), "a commit waited for the slow timeout: \(worst)")
     }
 
     @Test("a foreign write is sealed and reported with its token")
