@@ -6,7 +6,7 @@ import Logging
 /// Around every request: turns any error into a JSON answer `{code, message}`, counts it, and logs a line
 /// per request at debug level and per refusal at notice level. Never logs headers (tokens travel there).
 struct RelayMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = RelayRequestContext
     let metrics: RelayMetrics
     let logger: Logger
 

@@ -28,7 +28,7 @@ public struct RelayServer: Sendable {
     public func run(onListening: @escaping @Sendable (Int) async -> Void) async throws {
         let metrics = RelayMetrics()
         let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, logger: logger)
-        let router = Router(context: BasicRequestContext.self)
+        let router = Router(context: RelayRequestContext.self)
         router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
         api.register(on: router)
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
