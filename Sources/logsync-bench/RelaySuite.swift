@@ -61,9 +61,10 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             }
             Report.progress("relay latency: commit on A → visible on B, two syncd through the relay")
             let throughRelay = try withTemporaryDirectory { nodes in
-                try LatencySuite.measure(directory: nodes, syncd: syncd, schema: schema, samples: latencySamples) { name in
-                    "[relay]\nurl = \"\(relay.url)\"\ntoken_file = \"\(tokens[name == "a" ? 0 : 1])\"\n"
-                }
+                // Labelled: a trailing closure would bind to `sharedFolder`, the first closure parameter.
+                try LatencySuite.measure(
+                    directory: nodes, syncd: syncd, schema: schema, samples: latencySamples,
+                    nodeConfig: { name in "[relay]\nurl = \"\(relay.url)\"\ntoken_file = \"\(tokens[name == "a" ? 0 : 1])\"\n" })
             }.map(\.latency)
             Report.progress("  through the relay: " + LatencySuite.summary(throughRelay, timeouts: 0))
             Report.progress("folder latency: the same through a local shared folder, for comparison")

@@ -12,7 +12,7 @@ extension RelayAPI {
     /// Baselines are stored and sent in chunks of this size: an upload or a download holds one in memory.
     static let baselineChunkBytes = 1 << 20
 
-    func registerRetention(on router: Router<BasicRequestContext>) {
+    func registerRetention(on router: Router<RelayRequestContext>) {
         router.put("/v1/accounts/:account/nodes/:node/progress") { [self] request, context in try await putProgress(request, context) }
         router.get("/v1/accounts/:account/progress") { [self] request, context in try progress(request, context) }
         router.get("/v1/accounts/:account/baselines") { [self] request, context in try listBaselines(request, context) }
@@ -24,14 +24,14 @@ extension RelayAPI {
 
     // MARK: Progress records
 
-    private func putProgress(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func putProgress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         try authorize(request, account: account, writingAs: node, "publish progress records")
         let length = try contentLength(
             request, what: "progress record", maximum: ProgressRecord.maximumByteCount, key: "a progress record's limit of 1 MiB",
             tooLarge: .progressTooLarge)
-        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request.body, length: length) }
+        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request, context, length: length) }
         let record: ProgressRecord
         do {
             record = try ProgressRecord(decoding: bytes)
@@ -48,7 +48,7 @@ extension RelayAPI {
         return Response(status: .noContent)
     }
 
-    private func progress(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func progress(_ request: Request, _ context: RelayRequestContext) throws -> Response {
         let account = try accountParameter(context)
         try authorize(request, account: account)
         let records = try storage.progressRecords(account: account)
@@ -58,7 +58,7 @@ extension RelayAPI {
 
     // MARK: Baselines
 
-    private func baselineParameter(_ context: BasicRequestContext, node: NodeID) throws(RelayError) -> BaselineName {
+    private func baselineParameter(_ context: RelayRequestContext, node: NodeID) throws(RelayError) -> BaselineName {
         let text = context.parameters.get("name") ?? ""
         guard let name = BaselineName.parse(fileName: text, node: node) else {
             throw RelayError(
@@ -67,7 +67,7 @@ extension RelayAPI {
         return name
     }
 
-    private func listBaselines(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func listBaselines(_ request: Request, _ context: RelayRequestContext) throws -> Response {
         let account = try accountParameter(context)
         try authorize(request, account: account)
         let stored = try storage.baselines(account: account)
@@ -76,7 +76,7 @@ extension RelayAPI {
 
     /// Streams the body into storage chunk by chunk, then stores the baseline under its name in one
     /// transaction: durable when answered, and nothing of it visible before.
-    private func putBaseline(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func putBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -96,7 +96,7 @@ extension RelayAPI {
         do {
             let progress = UploadProgress()
             try await withBuffered(min(length, Self.baselineChunkBytes)) { () async throws(RelayError) in
-                try await streamBody(request.body, length: length, chunkBytes: Self.baselineChunkBytes) { [storage] chunk throws(RelayError) in
+                try await streamBody(request, context, length: length, chunkBytes: Self.baselineChunkBytes) { [storage] chunk throws(RelayError) in
                     let index = progress.add(chunk)
                     try await storage.appendBaselineChunk(upload: upload, index: index, bytes: chunk)
                 }
@@ -133,7 +133,7 @@ extension RelayAPI {
         if let refusal { throw refusal }
     }
 
-    private func getBaseline(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func getBaseline(_ request: Request, _ context: RelayRequestContext) throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -158,7 +158,7 @@ extension RelayAPI {
         return Response(status: .ok, headers: headers, body: body)
     }
 
-    private func deleteBaseline(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func deleteBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -173,7 +173,7 @@ extension RelayAPI {
 
     /// Deletes one of a node's segments. The other segments keep their arrivals, so every puller's
     /// cursor stays valid: a puller not yet past the deleted one simply does not get it.
-    private func deleteSegment(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func deleteSegment(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)

@@ -20,6 +20,8 @@ final class RelayAPI: Sendable {
     /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
     /// while the account's latest announced arrival is the one they were made at and no segment was
     /// deleted since. At most ``pageCacheBytes`` in all.
+    /// The deadlines of the bodies being read (`request_timeout_s`).
+    let deadlines = BodyDeadlines()
     private let pages = Mutex<(entries: [PageKey: (latest: UInt64, deletions: Int, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
     /// Segments deleted so far (pruning): a page encoded before a deletion is not reused after it.
     let deletions = Atomic<Int>(0)
@@ -46,7 +48,7 @@ final class RelayAPI: Sendable {
         self.logger = logger
     }
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: Router<RelayRequestContext>) {
         router.get("/v1/health") { _, _ in Self.json(["status": "ok"]) }
         router.get("/v1/ready") { [self] _, _ in
             guard storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
@@ -96,14 +98,14 @@ final class RelayAPI: Sendable {
 
     // MARK: Routes
 
-    private func push(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func push(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
         try authorize(request, account: account, writingAs: node, "push")
         let length = try contentLength(
             request, what: "segment", maximum: settings.maximumSegmentBytes, key: "max_segment_bytes", tooLarge: .tooLarge)
-        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request.body, length: length) }
+        let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request, context, length: length) }
         let header: SegmentHeader
         do {
             header = try SegmentDecoder.checkEnvelope(bytes, limits: SegmentLimits(maxSegmentBytes: settings.maximumSegmentBytes))
@@ -122,82 +124,82 @@ final class RelayAPI: Sendable {
         switch outcome {
         case .stored(let arrival):
             board.announce(account: account, arrival: arrival)
-            metrics.add("relay_pushes_total{outcome=\"stored\"}")
-            metrics.add("relay_stored_bytes_total", Double(bytes.count))
-            return Self.json(PushAnswer(stored: true, arrival: arrival), status: .created)
+            metrics.add("relay_pushes_total{outcome=\"stored\"}", 1, "relay_stored_bytes_total", Double(bytes.count))
+            return Self.pushAnswer(stored: true, arrival: arrival)
         case .duplicate(let arrival):
             metrics.add("relay_pushes_total{outcome=\"duplicate\"}")
-            return Self.json(PushAnswer(stored: false, arrival: arrival))
+            return Self.pushAnswer(stored: false, arrival: arrival)
         }
     }
 
+    /// A push's answer, `{"arrival":N,"stored":B}`: the bytes ``json(_:status:)`` makes of a
+    /// ``PushAnswer``, written directly (the encoder cost a push more than its CRC and SHA-256).
+    static func pushAnswer(stored: Bool, arrival: UInt64) -> Response {
+        let text = stored ? "{\"arrival\":\(arrival),\"stored\":true}" : "{\"arrival\":\(arrival),\"stored\":false}"
+        return Response(status: stored ? .created : .ok, headers: jsonHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    static let jsonHeaders: HTTPFields = [.contentType: "application/json"]
+
     /// A body of `length` bytes (checked against its limit already), whole: it must arrive within
     /// `request_timeout_s`.
-    func readBody(_ body: RequestBody, length: Int) async throws(RelayError) -> [UInt8] {
-        let whole = Mutex<[UInt8]>([])
-        try await streamBody(body, length: length, chunkBytes: max(length, 1)) { chunk throws(RelayError) in whole.withLock { $0 = chunk } }
-        return whole.withLock { $0 }
+    func readBody(_ request: Request, _ context: RelayRequestContext, length: Int) async throws(RelayError) -> [UInt8] {
+        var whole: [UInt8] = []
+        try await streamBody(request, context, length: length, chunkBytes: max(length, 1)) { chunk throws(RelayError) in whole = chunk }
+        return whole
     }
 
     /// Reads a body of `length` bytes and hands it to `consume` in chunks of `chunkBytes` (the last one
     /// shorter): memory holds one chunk. Each chunk must arrive within `request_timeout_s` (the time
-    /// `consume` takes does not count), else 408.
+    /// `consume` takes does not count), else 408 and the connection is closed. The body is read in the
+    /// request's own task; ``BodyDeadlines`` cuts it when it is late.
     func streamBody(
-        _ body: RequestBody, length: Int, chunkBytes: Int, _ consume: @escaping @Sendable ([UInt8]) async throws(RelayError) -> Void
+        _ request: Request, _ context: RelayRequestContext, length: Int, chunkBytes: Int,
+        _ consume: ([UInt8]) async throws(RelayError) -> Void
     ) async throws(RelayError) {
         let timeout = Duration.seconds(settings.requestTimeoutSeconds)
-        let deadline = BodyDeadline(ContinuousClock.now + timeout)
+        let watch = deadlines.watch(context.channel, until: .now + timeout)
+        defer { deadlines.end(watch) }
+        let late = { [settings] in
+            RelayError(.timeout, "the body did not arrive within \(settings.requestTimeoutSeconds) seconds (request_timeout_s)")
+        }
+        var chunk: [UInt8] = []
+        var total = 0
         do {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
-                group.addTask {
-                    var chunk: [UInt8] = []
-                    var total = 0
-                    func flush() async throws(RelayError) {
-                        deadline.instant.withLock { $0 = .now + .seconds(3_600) }
+            for try await buffer in request.body {
+                guard total + buffer.readableBytes <= length else {
+                    throw RelayError(.badRequest, "the body is longer than its Content-Length (\(length))")
+                }
+                total += buffer.readableBytes
+                var rest = buffer.readableBytesView[...]
+                while !rest.isEmpty {
+                    if chunk.isEmpty { chunk.reserveCapacity(min(chunkBytes, length - total + rest.count)) }
+                    let taken = min(rest.count, chunkBytes - chunk.count)
+                    chunk.append(contentsOf: rest.prefix(taken))
+                    rest = rest.dropFirst(taken)
+                    // A full chunk is handed over here unless it ends the body (then after the loop).
+                    if chunk.count == chunkBytes, !rest.isEmpty || total < length {
+                        deadlines.extend(watch, until: nil)
                         try await consume(chunk)
                         chunk = []
-                        deadline.instant.withLock { $0 = .now + timeout }
+                        deadlines.extend(watch, until: .now + timeout)
                     }
-                    for try await buffer in body {
-                        guard total + buffer.readableBytes <= length else {
-                            throw RelayError(.badRequest, "the body is longer than its Content-Length (\(length))")
-                        }
-                        total += buffer.readableBytes
-                        var rest = buffer.readableBytesView[...]
-                        while !rest.isEmpty {
-                            if chunk.isEmpty { chunk.reserveCapacity(min(chunkBytes, length - total + rest.count)) }
-                            let taken = min(rest.count, chunkBytes - chunk.count)
-                            chunk.append(contentsOf: rest.prefix(taken))
-                            rest = rest.dropFirst(taken)
-                            if chunk.count == chunkBytes { try await flush() }
-                        }
-                    }
-                    guard total == length else {
-                        throw RelayError(.badRequest, "the body ended after \(total) of \(length) bytes")
-                    }
-                    if !chunk.isEmpty { try await flush() }
-                    return true
-                }
-                group.addTask {
-                    while true {
-                        let due = deadline.instant.withLock { $0 }
-                        if ContinuousClock.now >= due { return false }
-                        try await Task.sleep(until: due, clock: .continuous)
-                    }
-                }
-                defer { group.cancelAll() }
-                guard try await group.next() == true else {
-                    throw RelayError(.timeout, "the body did not arrive within \(settings.requestTimeoutSeconds) seconds (request_timeout_s)")
                 }
             }
         } catch let error as RelayError {
-            throw error
+            throw deadlines.timedOut(watch) ? late() : error
         } catch {
-            throw RelayError(.badRequest, "the body could not be read: \(error)")
+            throw deadlines.timedOut(watch) ? late() : RelayError(.badRequest, "the body could not be read: \(error)")
         }
+        guard total == length else {
+            throw deadlines.timedOut(watch) ? late() : RelayError(.badRequest, "the body ended after \(total) of \(length) bytes")
+        }
+        // Read whole: the last chunk's work is not timed either.
+        guard !deadlines.end(watch) else { throw late() }
+        if !chunk.isEmpty { try await consume(chunk) }
     }
 
-    private func fetch(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func fetch(_ request: Request, _ context: RelayRequestContext) throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
@@ -210,7 +212,7 @@ final class RelayAPI: Sendable {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    private func pull(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    private func pull(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let query = request.uri.queryParameters
         let after = try Self.integer(query, "after", default: 0, range: 0...UInt64(Int64.max))
@@ -267,7 +269,7 @@ final class RelayAPI: Sendable {
         return (body, page.segments.count)
     }
 
-    private func nodes(_ request: Request, _ context: BasicRequestContext) throws -> Response {
+    private func nodes(_ request: Request, _ context: RelayRequestContext) throws -> Response {
         let account = try accountParameter(context)
         _ = try authorize(request, account: account)
         return Self.json(NodesAnswer(cursor: try storage.latestArrival(account: account), nodes: try storage.nodes(account: account)))
@@ -275,7 +277,7 @@ final class RelayAPI: Sendable {
 
     // MARK: Checks
 
-    func accountParameter(_ context: BasicRequestContext) throws(RelayError) -> String {
+    func accountParameter(_ context: RelayRequestContext) throws(RelayError) -> String {
         let account = context.parameters.get("account") ?? ""
         if let problem = RelayNames.accountProblem(account) {
             throw RelayError(.badRequest, "the account in the path \(RelayNames.quoted(account)) \(problem)")
@@ -283,7 +285,7 @@ final class RelayAPI: Sendable {
         return account
     }
 
-    func nodeParameter(_ context: BasicRequestContext) throws(RelayError) -> NodeID {
+    func nodeParameter(_ context: RelayRequestContext) throws(RelayError) -> NodeID {
         let node = context.parameters.get("node") ?? ""
         if let problem = RelayNames.nodeProblem(node) {
             throw RelayError(.badRequest, "the node in the path \(RelayNames.quoted(node)) \(problem)")
@@ -291,7 +293,7 @@ final class RelayAPI: Sendable {
         return NodeID(node)
     }
 
-    func rangeParameter(_ context: BasicRequestContext) throws(RelayError) -> (UInt64, UInt64) {
+    func rangeParameter(_ context: RelayRequestContext) throws(RelayError) -> (UInt64, UInt64) {
         let text = context.parameters.get("range") ?? ""
         guard let range = RelayNames.parseRange(text) else {
             throw RelayError(.badRequest, "the segment in the path \(RelayNames.quoted(text)) is not FIRST-LAST (decimal sequence numbers, 1 ≤ FIRST ≤ LAST)")

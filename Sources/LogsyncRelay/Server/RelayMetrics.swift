@@ -2,15 +2,37 @@ import Synchronization
 
 /// Counters for `/metrics`, written in Prometheus' text format (version 0.0.4).
 final class RelayMetrics: Sendable {
-    private let counters = Mutex<[String: Double]>([:])
+    private let counters = Mutex<(named: [String: Double], requests: [RequestKey: Double])>(([:], [:]))
+
+    /// `relay_requests_total`'s labels, kept apart so that counting a request builds no string.
+    private struct RequestKey: Hashable {
+        var route: String
+        var status: Int
+    }
 
     /// Adds to a counter; `name` may carry labels (`relay_requests_total{status="200"}`).
     func add(_ name: String, _ value: Double = 1) {
-        counters.withLock { $0[name, default: 0] += value }
+        counters.withLock { $0.named[name, default: 0] += value }
+    }
+
+    /// Adds to two counters at once.
+    func add(_ name: String, _ value: Double, _ other: String, _ otherValue: Double) {
+        counters.withLock {
+            $0.named[name, default: 0] += value
+            $0.named[other, default: 0] += otherValue
+        }
+    }
+
+    /// Counts an answered request in `relay_requests_total{route,status}`.
+    func addRequest(route: String, status: Int) {
+        counters.withLock { $0.requests[RequestKey(route: route, status: status), default: 0] += 1 }
     }
 
     func text(gauges: [(name: String, help: String, value: Double)]) -> String {
-        let values = counters.withLock { $0 }
+        var values = counters.withLock { $0.named }
+        for (key, count) in counters.withLock({ $0.requests }) {
+            values["relay_requests_total{route=\"\(key.route)\",status=\"\(key.status)\"}", default: 0] += count
+        }
         var lines: [String] = []
         let help: [String: String] = [
             "relay_requests_total": "HTTP requests answered, by route and status.",

@@ -6,12 +6,13 @@ import Logging
 /// Around every request: turns any error into a JSON answer `{code, message}`, counts it, and logs a line
 /// per request at debug level and per refusal at notice level. Never logs headers (tokens travel there).
 struct RelayMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = RelayRequestContext
     let metrics: RelayMetrics
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let started = ContinuousClock.now
+        // The line per request is built only when it is logged.
+        let started = logger.logLevel <= .debug ? ContinuousClock.now : nil
         var response: Response
         var refusal: RelayError?
         do {
@@ -38,19 +39,19 @@ struct RelayMiddleware: RouterMiddleware {
             refusal = relayError
             response = try relayError.response(from: request, context: context)
         }
-        let route = context.endpointPath ?? "unmatched"
-        metrics.add("relay_requests_total{route=\"\(route)\",status=\"\(response.status.code)\"}")
-        let milliseconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e15
-            + Double((ContinuousClock.now - started).components.seconds) * 1000
-        let path = RelayNames.quoted(request.uri.path)
+        metrics.addRequest(route: context.endpointPath ?? "unmatched", status: response.status.code)
         if let refusal {
             metrics.add("relay_refusals_total{code=\"\(refusal.code.name)\"}")
             let level: Logger.Level = response.status.code >= 500 && refusal.code != .busy ? .error : .notice
             logger.log(
-                level: level, "refused \(request.method) \(path): \(response.status.code) \(refusal.code.name): \(refusal.message)",
+                level: level, "refused \(request.method) \(RelayNames.quoted(request.uri.path)): \(response.status.code) \(refusal.code.name): \(refusal.message)",
                 metadata: ["STATUS": "\(response.status.code)", "CODE": "\(refusal.code.name)"])
         }
-        logger.debug("\(request.method) \(path) \(response.status.code) \(String(format: "%.2f", milliseconds)) ms")
+        if let started {
+            let elapsed = ContinuousClock.now - started
+            let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+            logger.debug("\(request.method) \(RelayNames.quoted(request.uri.path)) \(response.status.code) \(String(format: "%.2f", milliseconds)) ms")
+        }
         return response
     }
 }

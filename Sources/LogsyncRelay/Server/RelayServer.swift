@@ -29,7 +29,7 @@ public struct RelayServer: Sendable {
         let metrics = RelayMetrics()
         let admission = ConnectionAdmission(maximum: settings.maximumConnections)
         let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, admission: admission, logger: logger)
-        let router = Router(context: BasicRequestContext.self)
+        let router = Router(context: RelayRequestContext.self)
         router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
         api.register(on: router)
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))

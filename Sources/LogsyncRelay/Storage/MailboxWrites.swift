@@ -6,9 +6,10 @@ import LogsyncStore
 /// (``GroupCommitWriter``). A refusal returns a failure before or instead of writing; the savepoint
 /// around each write undoes anything a refusal left.
 enum MailboxWrites {
-    /// Stores a segment, or says the same bytes are stored already.
+    /// Stores a segment, or says the same bytes are stored already. Every refusal comes before its first
+    /// write (it runs without a savepoint of its own).
     static func insertSegment(_ push: SegmentPush, digest: [UInt8], _ connection: Connection) throws(SQLiteError) -> Result<PushOutcome, RelayError> {
-        let name = "\(push.node)/\(RelayNames.rangeText(first: push.firstSequence, last: push.lastSequence))"
+        let name = { "\(push.node)/\(RelayNames.rangeText(first: push.firstSequence, last: push.lastSequence))" }
         // The stored segment of this node that starts last at or before this one's end: the only one that
         // can overlap it, since stored ranges never overlap.
         let previous = try connection.cached(
@@ -17,28 +18,26 @@ enum MailboxWrites {
         if try previous.step() {
             let first = UInt64(bitPattern: previous.int64(at: 0))
             let last = UInt64(bitPattern: previous.int64(at: 1))
-            let stored = previous.withBytes(at: 2) { Array($0.bindMemory(to: UInt8.self)) }
+            let same = previous.withBytes(at: 2) { $0.elementsEqual(digest) }
             let arrival = UInt64(bitPattern: previous.int64(at: 3))
             previous.reset()
             if last >= push.firstSequence {
                 if first == push.firstSequence, last == push.lastSequence {
-                    guard stored == digest else {
+                    guard same else {
                         return .failure(
-                            RelayError(.conflict, "segment \(name) is stored already with other bytes: a node never rewrites a segment (two machines may share a node id)"))
+                            RelayError(.conflict, "segment \(name()) is stored already with other bytes: a node never rewrites a segment (two machines may share a node id)"))
                     }
                     return .success(.duplicate(arrival: arrival))
                 }
                 return .failure(
-                    RelayError(.conflict, "segment \(name) overlaps the stored segment \(push.node)/\(RelayNames.rangeText(first: first, last: last))"))
+                    RelayError(.conflict, "segment \(name()) overlaps the stored segment \(push.node)/\(RelayNames.rangeText(first: first, last: last))"))
             }
         }
         let size = Int64(push.bytes.count)
-        let account: AccountRow
-        switch try charge(push.account, size, defaultQuotaBytes: push.defaultQuotaBytes, what: "segment", connection) {
-        case .failure(let refusal): return .failure(refusal)
-        case .success(let row): account = row
-        }
-        let arrival = account.cursor + 1
+        guard let row = try account(push.account, connection) else { return .failure(missingAccount(push.account)) }
+        let quota = row.quota ?? push.defaultQuotaBytes
+        guard row.used + size <= quota else { return .failure(overQuota(push.account, row.used + size, quota: quota, what: "segment")) }
+        let arrival = row.cursor + 1
         let insert = try connection.cached(
             "INSERT INTO segments(account, arrival, node, first, last, digest, size, bytes) VALUES(?, ?, ?, ?, ?, ?, ?, ?)")
         try insert.bind([
@@ -46,8 +45,10 @@ enum MailboxWrites {
             .integer(Int64(bitPattern: push.lastSequence)), .blob(digest), .integer(size), .blob(push.bytes),
         ])
         try insert.run()
+        // The charge, the cursor and the count in one statement.
         try connection.execute(
-            "UPDATE accounts SET cursor = ?, segments = segments + 1 WHERE name = ?", [.integer(arrival), .text(push.account)])
+            "UPDATE accounts SET used_bytes = used_bytes + ?, cursor = ?, segments = segments + 1 WHERE name = ?",
+            [.integer(size), .integer(arrival), .text(push.account)])
         return .success(.stored(arrival: UInt64(arrival)))
     }
 
@@ -138,8 +139,30 @@ enum MailboxWrites {
 
     struct AccountRow {
         var used: Int64
-        var quota: Int64
+        /// nil: the relay's default quota.
+        var quota: Int64?
         var cursor: Int64
+    }
+
+    /// The account's usage, own quota and cursor, or nil when it no longer exists.
+    static func account(_ account: String, _ connection: Connection) throws(SQLiteError) -> AccountRow? {
+        let statement = try connection.cached("SELECT used_bytes, quota_bytes, cursor FROM accounts WHERE name = ?")
+        try statement.bind([.text(account)])
+        guard try statement.step() else { return nil }
+        let row = AccountRow(
+            used: statement.int64(at: 0), quota: statement.isNull(at: 1) ? nil : statement.int64(at: 1), cursor: statement.int64(at: 2))
+        statement.reset()
+        return row
+    }
+
+    static func missingAccount(_ account: String) -> RelayError {
+        RelayError(.forbidden, "the account \(RelayNames.quoted(account)) no longer exists")
+    }
+
+    static func overQuota(_ account: String, _ total: Int64, quota: Int64, what: String) -> RelayError {
+        RelayError(
+            .quotaExceeded,
+            "the account \(RelayNames.quoted(account)) would hold \(total) bytes with this \(what); its quota is \(quota) (quota_bytes, counting segments, baselines and progress records): nothing was stored")
     }
 
     /// Adds `bytes` (negative: frees them) to the account's usage, or refuses when that would go over its
@@ -147,20 +170,10 @@ enum MailboxWrites {
     static func charge(
         _ account: String, _ bytes: Int64, defaultQuotaBytes: Int64, what: String, _ connection: Connection
     ) throws(SQLiteError) -> Result<AccountRow, RelayError> {
-        guard let row = try connection.rows("SELECT used_bytes, quota_bytes, cursor FROM accounts WHERE name = ?", [.text(account)]).first,
-            case .integer(let used) = row[0], case .integer(let cursor) = row[2]
-        else {
-            return .failure(RelayError(.forbidden, "the account \(RelayNames.quoted(account)) no longer exists"))
-        }
-        let quota: Int64
-        if case .integer(let own) = row[1] { quota = own } else { quota = defaultQuotaBytes }
-        guard bytes <= 0 || used + bytes <= quota else {
-            return .failure(
-                RelayError(
-                    .quotaExceeded,
-                    "the account \(RelayNames.quoted(account)) would hold \(used + bytes) bytes with this \(what); its quota is \(quota) (quota_bytes, counting segments, baselines and progress records): nothing was stored"))
-        }
+        guard let row = try Self.account(account, connection) else { return .failure(missingAccount(account)) }
+        let quota = row.quota ?? defaultQuotaBytes
+        guard bytes <= 0 || row.used + bytes <= quota else { return .failure(overQuota(account, row.used + bytes, quota: quota, what: what)) }
         try connection.execute("UPDATE accounts SET used_bytes = used_bytes + ? WHERE name = ?", [.integer(bytes), .text(account)])
-        return .success(AccountRow(used: used + bytes, quota: quota, cursor: cursor))
+        return .success(AccountRow(used: row.used + bytes, quota: quota, cursor: row.cursor))
     }
 }
