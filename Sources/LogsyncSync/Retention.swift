@@ -46,11 +46,20 @@ final class RetentionMemory: Sendable {
         /// How many transactions this node's newest baseline includes, once known: the transport is
         /// listed for it once, not every round.
         var ownNewestBaseline: UInt64?
+        /// The last two baselines this engine wrote, oldest first: history is purged up to the newer of
+        /// them that every active node has applied.
+        var ownBaselines: [OwnBaseline] = []
         /// Headers of baselines seen: names are immutable, so a header is read once.
         var headers: [BaselineName: BaselineHeader] = [:]
         var status = RetentionStatus()
         /// Baselines that failed to load or verify, with why: not tried again by this engine.
         var refused: [BaselineName: String] = [:]
+    }
+
+    /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.
+    struct OwnBaseline {
+        var frontier: Frontier
+        var historyToken: Int64
     }
 
     let state = Mutex(State())
@@ -137,6 +146,7 @@ extension SyncEngine {
         retentionMemory.state.withLock {
             $0.headers[name] = written.header
             $0.ownNewestBaseline = name.transactionCount
+            $0.ownBaselines = Array(($0.ownBaselines + [RetentionMemory.OwnBaseline(frontier: written.header.frontier, historyToken: written.historyToken)]).suffix(2))
         }
         for older in try transport.baselines() where older.node == node && older < name {
             try transport.remove(older)
@@ -289,11 +299,16 @@ extension SyncEngine {
             for record in records.values where record.node != node && record.prunedThrough > 0 {
                 try store.forgetAppliedSegments(of: record.node, through: record.prunedThrough)
             }
-            // Local history that every active node has applied and this node's newest baseline holds.
+            // Local history that every active node has applied and this node's newest baseline holds: up
+            // to that baseline, or else up to the one this engine wrote before it (the newest holds it too).
+            // No peer can have applied a baseline written moments ago; were only the newest tried, a node
+            // whose baselines fall due as often as it prunes would never purge.
             if let own = newestByNode[node], let token = try store.ownBaselineToken(digest: own.frontierDigest) {
-                let frontier = try header(of: own).frontier
-                if active.allSatisfy({ $0.applied.includes(frontier) }) {
-                    try store.purgeHistory(before: HistoryToken(token))
+                var candidates = [RetentionMemory.OwnBaseline(frontier: try header(of: own).frontier, historyToken: token)]
+                let remembered = retentionMemory.state.withLock { $0.ownBaselines }
+                if remembered.count == 2, remembered[1].frontier == candidates[0].frontier { candidates.append(remembered[0]) }
+                if let applied = candidates.first(where: { candidate in active.allSatisfy { $0.applied.includes(candidate.frontier) } }) {
+                    try store.purgeHistory(before: HistoryToken(applied.historyToken))
                 }
             }
         }

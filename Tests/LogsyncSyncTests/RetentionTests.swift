@@ -113,6 +113,23 @@ struct RetentionTests {
         #expect(try stores[0].syncedTables() == stores[1].syncedTables())
     }
 
+    @Test("a node whose baselines fall due as often as it prunes still purges its local history")
+    func historyIsPurgedWhileBaselinesKeepComing() throws {
+        let cluster = try SyncCluster("purge")
+        let clock = TestWallClock()
+        let stores = try ["a", "b"].map { try cluster.store($0) }
+        let engines = try stores.map { try cluster.retainingEngine($0, clock: clock) }
+        // a writes more than a baseline's worth between syncs: a baseline falls due in every round, as
+        // pruning does, and no peer can have applied the one written in this very round.
+        for _ in 0..<12 {
+            for _ in 0..<10 { try stores[0].write { tx in try tx.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) } }
+            for engine in engines { _ = try engine.sync() }
+        }
+        let kept = try stores[0].read("SELECT count(*) FROM _ls_log WHERE kind = 0").first?.first
+        guard case .integer(let count)? = kept else { Issue.record("no history count: \(String(describing: kept))"); return }
+        #expect(count <= 30, "a keeps \(count) of its 120 history transactions")
+    }
+
     @Test("segments go once every active node applied them and a baseline covers them; a node away past the retention comes back from a baseline with its unexported changes")
     func pruneAndReturn() throws {
         let cluster = try SyncCluster("prune")
