@@ -113,19 +113,18 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
 
     public func push(_ push: SegmentPush) async throws(RelayError) -> PushOutcome {
         let digest = Array(SHA256.hash(data: push.bytes))
-        // insertSegment refuses before it writes: no savepoint.
-        return try await writing(bytes: push.bytes.count, savepoint: false) { connection throws(SQLiteError) in
-            try MailboxWrites.insertSegment(push, digest: digest, connection)
+        guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
+        return try await writer.submitPush(bytes: push.bytes.count) { connection, accounts throws(SQLiteError) in
+            try MailboxWrites.insertSegment(push, digest: digest, connection, accounts)
         }
     }
 
-    /// Runs a write on the writer thread; returns once it is durable. `savepoint` false only for a write
-    /// that never refuses after writing (``GroupCommitWriter/submit(bytes:savepoint:_:)``).
+    /// Runs a write on the writer thread; returns once it is durable.
     func writing<T: Sendable>(
-        bytes: Int, savepoint: Bool = true, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
+        bytes: Int, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
     ) async throws(RelayError) -> T {
         guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
-        return try await writer.submit(bytes: bytes, savepoint: savepoint, work)
+        return try await writer.submit(bytes: bytes, work)
     }
 
     func reading<T>(_ body: (Connection) throws(SQLiteError) -> T) throws(RelayError) -> T {
