@@ -108,8 +108,22 @@ import Testing
         // Tokens: issued, authenticated, revoked.
         let (info, token) = try storage.issueToken(account: "acct", node: nil)
         #expect(try storage.authenticate(token)?.account == "acct")
+        #expect(try storage.authenticate(token)?.account == "acct", "found again (in memory)")
         try storage.revokeToken(id: info.id)
         #expect(try storage.authenticate(token) == nil)
+        // Changed by another storage on the same file (as `sync-relay token|account` do from another
+        // process): the serving storage's next lookup already sees it.
+        let administration = try SQLiteRelayStorage(path: directory.file("relay.sqlite"), serving: false)
+        let (other, otherToken) = try administration.issueToken(account: "acct", node: nil)
+        #expect(try storage.authenticate(otherToken)?.tokenID == other.id)
+        try administration.revokeToken(id: other.id)
+        #expect(try storage.authenticate(otherToken) == nil, "revoked elsewhere: refused at once")
+        let (_, third) = try administration.issueToken(account: "acct", node: nil)
+        #expect(try storage.authenticate(third)?.account == "acct")
+        let wrongSecret = String(third.dropLast()) + (third.hasSuffix("A") ? "B" : "A")
+        #expect(try storage.authenticate(wrongSecret) == nil, "a wrong secret is never taken for a known token")
+        try administration.deleteAccount("acct")
+        #expect(try storage.authenticate(third) == nil, "its account deleted elsewhere: refused at once")
     }
 
     /// Pushes in one batch read and change their account's row in memory and write it once; progress
