@@ -14,6 +14,20 @@ import Testing
         }
     }
 
+    @Test func pushPathsAreMatchedOnlyInTheirPlainForm() throws {
+        let node = "0b3a6f0e-8a5e-4a4c-9d7b-1d2e3f4a5b6c"
+        let parameters = try #require(PushRoute.parameters("/v1/accounts/acct/nodes/\(node)/segments/3-7"))
+        #expect(parameters.get("account") == "acct" && parameters.get("node") == node && parameters.get("range") == "3-7")
+        // Left to the router, which answers these as it always did.
+        for path in [
+            "/v1/accounts/acct/nodes/\(node)/segments/3-7/", "/v1/accounts//acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes/\(node)/segments/",
+            "/v1/accounts/acct/nodes/\(node)/segments/3-7/x", "/v1/accounts/acct/nodes/\(node)/baselines/3-7", "/v1/accounts/acct/segments",
+            "/V1/accounts/acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes//segments/3-7",
+        ] {
+            #expect(PushRoute.parameters(path) == nil, "\(path)")
+        }
+    }
+
     @Test func idsAreChecked() {
         #expect(RelayNames.accountProblem("alice-1.work_2") == nil)
         for bad in ["", ".", "..", ".hidden", "a/b", "a%2Fb", "a\u{0}b", "é", String(repeating: "a", count: 129)] {

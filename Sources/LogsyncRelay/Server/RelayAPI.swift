@@ -91,7 +91,8 @@ final class RelayAPI: Sendable {
 
     // MARK: Routes
 
-    private func push(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    /// Also reached without the router (``PushRoute``).
+    func push(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)

@@ -30,6 +30,7 @@ public struct RelayServer: Sendable {
         let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, logger: logger)
         let router = Router(context: RelayRequestContext.self)
         router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
+        router.add(middleware: PushRoute(api: api))
         api.register(on: router)
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
         let server: HTTPServerBuilder
