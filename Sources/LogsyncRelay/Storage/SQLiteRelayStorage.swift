@@ -27,7 +27,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     private let knownTokens = Mutex<(stamp: ChangeMarker.Stamp?, credentials: [SHA256Digest: Credential])>((nil, [:]))
     static let knownTokensLimit = 4_096
     /// The file next to the database that grows at each revocation or account deletion.
-    var credentialsMarker: String { Self.credentialsMarker(path) }
+    let credentialsMarker: String
     static func credentialsMarker(_ path: String) -> String { path + "-credentials" }
 
     /// The schema, created on first open. `user_version` says which version a file has.
@@ -60,6 +60,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     /// the reader pool a server needs; the administration commands open it without.
     public init(path: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
         self.path = path
+        credentialsMarker = Self.credentialsMarker(path)
         do {
             let admin = try Connection(path: path)
             try Self.configure(admin)
