@@ -29,9 +29,10 @@ public struct RelayServer: Sendable {
         let metrics = RelayMetrics()
         let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, logger: logger)
         let router = Router(context: RelayRequestContext.self)
-        router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
-        router.add(middleware: PushRoute(api: api))
+        let middleware = RelayMiddleware(metrics: metrics, logger: logger)
+        router.add(middleware: middleware)
         api.register(on: router)
+        let responder = PushRoute(api: api, middleware: middleware, router: router.buildResponder())
         let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
         let server: HTTPServerBuilder
         if let tls {
@@ -43,7 +44,7 @@ public struct RelayServer: Sendable {
         }
         let connectionLogger = frameworkLogger
         let app = Application(
-            router: router, server: server,
+            responder: responder, server: server,
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.host, port: settings.port), serverName: "sync-relay", backlog: 1_024,
                 availableConnectionsDelegate: MaximumAvailableConnections(settings.maximumConnections, logger: connectionLogger)),
