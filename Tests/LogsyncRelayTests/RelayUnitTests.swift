@@ -16,15 +16,17 @@ import Testing
 
     @Test func pushPathsAreMatchedOnlyInTheirPlainForm() throws {
         let node = "0b3a6f0e-8a5e-4a4c-9d7b-1d2e3f4a5b6c"
-        let parameters = try #require(PushRoute.parameters("/v1/accounts/acct/nodes/\(node)/segments/3-7"))
-        #expect(parameters.get("account") == "acct" && parameters.get("node") == node && parameters.get("range") == "3-7")
+        let path = try #require(PushRoute.path("/v1/accounts/acct/nodes/\(node)/segments/3-7"))
+        #expect(path.account == "acct" && path.node == node && path.range == "3-7")
+        #expect(PushRoute.path("/v1/accounts/a/nodes/b/segments/c").map { [$0.account, $0.node, $0.range] } == ["a", "b", "c"])
         // Left to the router, which answers these as it always did.
         for path in [
             "/v1/accounts/acct/nodes/\(node)/segments/3-7/", "/v1/accounts//acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes/\(node)/segments/",
             "/v1/accounts/acct/nodes/\(node)/segments/3-7/x", "/v1/accounts/acct/nodes/\(node)/baselines/3-7", "/v1/accounts/acct/segments",
-            "/V1/accounts/acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes//segments/3-7",
+            "/V1/accounts/acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes//segments/3-7", "/v1/accounts/", "/v1/accounts",
+            "/v1/accounts/acct/nodex/\(node)/segments/3-7", "/v1/accounts/acct/nodes/\(node)/segment/3-7",
         ] {
-            #expect(PushRoute.parameters(path) == nil, "\(path)")
+            #expect(PushRoute.path(path) == nil, "\(path)")
         }
     }
 
