@@ -33,7 +33,8 @@ public struct RelayServer: Sendable {
         router.add(middleware: middleware)
         api.register(on: router)
         let responder = PushRoute(api: api, middleware: middleware, router: router.buildResponder())
-        let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [BodyCutter()], idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
         let server: HTTPServerBuilder
         if let tls {
             server = HTTPServerBuilder { responder in
