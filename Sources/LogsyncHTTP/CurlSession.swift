@@ -7,12 +7,19 @@ import Synchronization
 /// (keep-alive); the only type that holds a `CURL*`, for every HTTP client of the package (the relay
 /// transport, the Syncthing client). Requests on one session run one at a time.
 package final class CurlSession: @unchecked Sendable {
-    // `handle` is used only while `lock` is held.
+    // `handle`, `headerList` and `listedHeaders` are used only while `lock` is held.
     private let handle: UnsafeMutableRawPointer
     private let lock = NSLock()
     private let caFile: String?
+    /// Whether ``cancelled`` is looked at.
+    private let cancellable: Bool
+    /// The header list of the last request, kept for the next one with the same headers (a node sends
+    /// the same two or three request after request).
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var listedHeaders: [String] = []
     /// Set to abort the transfer in progress (checked by libcurl's progress callback, about once a
-    /// second and on every read): how a long-poll ends promptly when its consumer goes away.
+    /// second and on every read): how a long-poll ends promptly when its consumer goes away. Only in a
+    /// session made `cancellable`; the others go without the callback.
     package let cancelled = Atomic<Bool>(false)
 
     package struct Response: Sendable {
@@ -22,14 +29,18 @@ package final class CurlSession: @unchecked Sendable {
 
     private static let globalInit: Void = { _ = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    package init(caFile: String? = nil) {
+    package init(caFile: String? = nil, cancellable: Bool = false) {
         _ = Self.globalInit
         guard let handle = curl_easy_init() else { fatalError("curl_easy_init failed: libcurl is out of memory") }
         self.handle = handle
         self.caFile = caFile
+        self.cancellable = cancellable
     }
 
-    deinit { curl_easy_cleanup(handle) }
+    deinit {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
+    }
 
     /// Where a `200` answer's body goes instead of memory: `consume` gets it in chunks of `chunkBytes`
     /// (the last one shorter), at most `maximumBytes` in all. Other answers (errors) are kept in memory.
@@ -60,10 +71,13 @@ package final class CurlSession: @unchecked Sendable {
         // curl_easy_reset keeps the open connections, the TLS session cache and the DNS cache.
         curl_easy_reset(handle)
         let sink = Sink(limit: maximumResponseBytes, session: self, handle: handle, stream: stream)
-        var list: UnsafeMutablePointer<curl_slist>?
-        // Without "Expect:" libcurl waits for a 100-continue before sending a large body.
-        for header in headers + ["Expect:"] { list = curl_slist_append(list, header) }
-        defer { curl_slist_free_all(list) }
+        if headers != listedHeaders || headerList == nil {
+            curl_slist_free_all(headerList)
+            headerList = nil
+            // Without "Expect:" libcurl waits for a 100-continue before sending a large body.
+            for header in headers + ["Expect:"] { headerList = curl_slist_append(headerList, header) }
+            listedHeaders = headers
+        }
         let unmanagedSink = Unmanaged.passRetained(sink)
         defer { unmanagedSink.release() }
         var codes: [CURLcode] = []
@@ -80,19 +94,21 @@ package final class CurlSession: @unchecked Sendable {
         codes.append(ccurl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
         codes.append(ccurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         codes.append(ccurl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
-        codes.append(ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, list))
+        codes.append(ccurl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
         codes.append(ccurl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, { data, size, count, context in
             guard let context else { return 0 }
             let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
             return sink.append(data, size * count) ? size * count : 0
         }))
         codes.append(ccurl_setopt_pointer(handle, CURLOPT_WRITEDATA, unmanagedSink.toOpaque()))
-        codes.append(ccurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
-        codes.append(ccurl_setopt_progress(handle, CURLOPT_XFERINFOFUNCTION, { context, _, _, _, _ in
-            guard let context else { return 0 }
-            return Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue().session?.cancelled.load(ordering: .relaxed) == true ? 1 : 0
-        }))
-        codes.append(ccurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, unmanagedSink.toOpaque()))
+        if cancellable {
+            codes.append(ccurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0))
+            codes.append(ccurl_setopt_progress(handle, CURLOPT_XFERINFOFUNCTION, { context, _, _, _, _ in
+                guard let context else { return 0 }
+                return Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue().session.cancelled.load(ordering: .relaxed) ? 1 : 0
+            }))
+            codes.append(ccurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, unmanagedSink.toOpaque()))
+        }
         if let caFile { codes.append(ccurl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
         switch method {
         case "GET": codes.append(ccurl_setopt_long(handle, CURLOPT_HTTPGET, 1))
@@ -137,7 +153,8 @@ package final class CurlSession: @unchecked Sendable {
         var bytes: [UInt8] = []
         var overflowed = false
         let limit: Int
-        weak var session: CurlSession?
+        /// Alive while the request runs: `perform` is its method.
+        unowned let session: CurlSession
         let handle: UnsafeMutableRawPointer
         let stream: Stream?
         /// Whether the body goes to the stream: decided at its first byte, by the answer's status.

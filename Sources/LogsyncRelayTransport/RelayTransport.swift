@@ -47,6 +47,8 @@ public final class RelayTransport: Transport, Sendable {
     public let node: NodeID
     let requests: CurlSession
     let state = Mutex(State())
+    /// Every request's headers: with and without a body.
+    private let headers: (plain: [String], body: [String])
     private let contact: Mutex<RelayContact>
 
     struct State {
@@ -64,6 +66,8 @@ public final class RelayTransport: Transport, Sendable {
         self.node = node
         requests = CurlSession(caFile: settings.caFile)
         contact = Mutex(RelayContact(url: settings.url))
+        let authorization = "Authorization: Bearer \(settings.token)"
+        headers = ([authorization], [authorization, "Content-Type: application/octet-stream"])
     }
 
     /// What the node last heard from the relay.
@@ -128,7 +132,7 @@ public final class RelayTransport: Transport, Sendable {
     /// up to a minute; a refused token backs off the longest, and `syncctl status` says why.
     public func arrivals(rescanInterval: Duration) -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let session = CurlSession(caFile: settings.caFile)
+        let session = CurlSession(caFile: settings.caFile, cancellable: true)
         let stopped = Atomic<Bool>(false)
         continuation.onTermination = { _ in
             stopped.store(true, ordering: .relaxed)
@@ -223,7 +227,7 @@ public final class RelayTransport: Transport, Sendable {
             attempt += 1
             do {
                 let response = try session.perform(
-                    method: method, url: url, headers: ["Authorization: Bearer \(settings.token)"] + (body == nil ? [] : ["Content-Type: application/octet-stream"]),
+                    method: method, url: url, headers: body == nil ? headers.plain : headers.body,
                     body: body, timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                     maximumResponseBytes: maximumResponseBytes, stallSeconds: stallSeconds, stream: stream)
                 record(response)

@@ -104,6 +104,16 @@ import Testing
         #expect(metrics.text.contains("relay_waiting_polls 0"))
         let missing = try await rawRequest(port: port, method: "GET", path: "/v2/nothing")
         #expect(missing.status == 404 && missing.errorCode == "not_found", "unknown routes answer JSON too: \(missing.text)")
+        // A push on its plain path is matched before the router (PushRoute); with a trailing slash, by the
+        // router: the same answer, counted under the same route.
+        let node = SegmentFixtures.nodeID()
+        #expect(try await fixture.push(node: node, first: 1, last: 1, bytes: try SegmentFixtures.segment(account: fixture.account, node: node, first: 1, last: 1)).status == 201)
+        let routed = try await rawRequest(
+            port: port, method: "PUT", path: fixture.segmentPath(node: node, first: 2, last: 2) + "/", token: fixture.token,
+            body: try SegmentFixtures.segment(account: fixture.account, node: node, first: 2, last: 2))
+        #expect(routed.status == 201 && routed.text == #"{"arrival":2,"stored":true}"#, "\(routed.text)")
+        let counted = try await rawRequest(port: port, method: "GET", path: "/metrics")
+        #expect(counted.text.contains(#"relay_requests_total{route="/v1/accounts/{account}/nodes/{node}/segments/{range}",status="201"} 2"#), "\(counted.text)")
     }
 
     @Test func sigtermStopsPromptly() async throws {

@@ -67,6 +67,42 @@ struct TestCertificates {
         try await relay.stop()
     }
 
+    /// request_timeout_s holds over TLS too: a body that stops arriving is answered 408 and its
+    /// connection closed (TLS has no closing of the reading side alone).
+    @Test func slowBodiesOverTLSAreCut() async throws {
+        let relay = try RelayProcess()
+        let certificates = try await TestCertificates.make(in: relay.directory, name: "slow")
+        let config = try relay.directory.write(
+            "sync-relay.toml",
+            "[server]\ntls_certificate = \"\(certificates.certificate)\"\ntls_key = \"\(certificates.key)\"\n[limits]\nrequest_timeout_s = 1\n")
+        try await relay.createAccount("test")
+        let token = try await relay.issueToken("test")
+        try await relay.start(arguments: ["--config", config])
+        defer { Task { try? await relay.stop() } }
+        let port = relay.port
+        let started = ContinuousClock.now
+        let answer = try await onThread { () -> String in
+            let client = Process()
+            client.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            client.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.ca, "-quiet", "-ign_eof"]
+            let input = Pipe()
+            let output = Pipe()
+            client.standardInput = input
+            client.standardOutput = output
+            client.standardError = FileHandle.nullDevice
+            try client.run()
+            defer { client.terminate() }
+            let node = SegmentFixtures.nodeID()
+            // 3 of the 1,000 bytes announced, then nothing; stdin stays open.
+            input.fileHandleForWriting.write(
+                Data("PUT /v1/accounts/test/nodes/\(node)/segments/1-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: 1000\r\n\r\nabc".utf8))
+            // Everything the relay sends until it closes the connection (openssl then exits).
+            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 408") && answer.contains("request_timeout"), "\(answer)")
+        #expect(ContinuousClock.now - started < .seconds(15), "answered, then closed")
+    }
+
     @Test func sighupReloadsTheCertificate() async throws {
         let relay = try RelayProcess()
         let first = try await TestCertificates.make(in: relay.directory, name: "first")

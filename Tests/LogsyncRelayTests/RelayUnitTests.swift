@@ -14,6 +14,22 @@ import Testing
         }
     }
 
+    @Test func pushPathsAreMatchedOnlyInTheirPlainForm() throws {
+        let node = "0b3a6f0e-8a5e-4a4c-9d7b-1d2e3f4a5b6c"
+        let path = try #require(PushRoute.path("/v1/accounts/acct/nodes/\(node)/segments/3-7"))
+        #expect(path.account == "acct" && path.node == node && path.range == "3-7")
+        #expect(PushRoute.path("/v1/accounts/a/nodes/b/segments/c").map { [$0.account, $0.node, $0.range] } == ["a", "b", "c"])
+        // Left to the router, which answers these as it always did.
+        for path in [
+            "/v1/accounts/acct/nodes/\(node)/segments/3-7/", "/v1/accounts//acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes/\(node)/segments/",
+            "/v1/accounts/acct/nodes/\(node)/segments/3-7/x", "/v1/accounts/acct/nodes/\(node)/baselines/3-7", "/v1/accounts/acct/segments",
+            "/V1/accounts/acct/nodes/\(node)/segments/3-7", "/v1/accounts/acct/nodes//segments/3-7", "/v1/accounts/", "/v1/accounts",
+            "/v1/accounts/acct/nodex/\(node)/segments/3-7", "/v1/accounts/acct/nodes/\(node)/segment/3-7",
+        ] {
+            #expect(PushRoute.path(path) == nil, "\(path)")
+        }
+    }
+
     @Test func idsAreChecked() {
         #expect(RelayNames.accountProblem("alice-1.work_2") == nil)
         for bad in ["", ".", "..", ".hidden", "a/b", "a%2Fb", "a\u{0}b", "é", String(repeating: "a", count: 129)] {
@@ -108,8 +124,80 @@ import Testing
         // Tokens: issued, authenticated, revoked.
         let (info, token) = try storage.issueToken(account: "acct", node: nil)
         #expect(try storage.authenticate(token)?.account == "acct")
+        #expect(try storage.authenticate(token)?.account == "acct", "found again (in memory)")
         try storage.revokeToken(id: info.id)
         #expect(try storage.authenticate(token) == nil)
+        // Changed by another storage on the same file (as `sync-relay token|account` do from another
+        // process): the serving storage's next lookup already sees it.
+        let administration = try SQLiteRelayStorage(path: directory.file("relay.sqlite"), serving: false)
+        let (other, otherToken) = try administration.issueToken(account: "acct", node: nil)
+        #expect(try storage.authenticate(otherToken)?.tokenID == other.id)
+        try administration.revokeToken(id: other.id)
+        #expect(try storage.authenticate(otherToken) == nil, "revoked elsewhere: refused at once")
+        let (_, third) = try administration.issueToken(account: "acct", node: nil)
+        #expect(try storage.authenticate(third)?.account == "acct")
+        let wrongSecret = String(third.dropLast()) + (third.hasSuffix("A") ? "B" : "A")
+        #expect(try storage.authenticate(wrongSecret) == nil, "a wrong secret is never taken for a known token")
+        try administration.deleteAccount("acct")
+        #expect(try storage.authenticate(third) == nil, "its account deleted elsewhere: refused at once")
+    }
+
+    /// Pushes in one batch read and change their account's row in memory and write it once; progress
+    /// records among them read and charge the row themselves. Whatever the batches, the usage, the
+    /// cursor and the quota agree with what was stored.
+    @Test func batchedPushesKeepTheAccountRowExact() async throws {
+        let directory = try TemporaryDirectory("relaytally")
+        let storage = try SQLiteRelayStorage(path: directory.file("relay.sqlite"))
+        defer { storage.close() }
+        let node = SegmentFixtures.nodeID()
+        let segments = try (UInt64(1)...200).map { try SegmentFixtures.segment(account: "acct", node: node, first: $0, last: $0) }
+        let quota = Int64(segments.prefix(120).map(\.count).reduce(0, +))
+        try storage.createAccount("acct", quotaBytes: quota)
+        enum Outcome: Sendable { case segment(Int), progress(Int), refused(Int) }
+        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+            for (index, bytes) in segments.enumerated() {
+                group.addTask {
+                    do {
+                        let sequence = UInt64(index + 1)
+                        _ = try await storage.push(
+                            SegmentPush(account: "acct", node: .init(node), firstSequence: sequence, lastSequence: sequence, bytes: bytes, defaultQuotaBytes: 1 << 30))
+                        return .segment(bytes.count)
+                    } catch let error as RelayError where error.code == .quotaExceeded {
+                        return .refused(bytes.count)
+                    }
+                }
+                if index % 10 == 0 {
+                    group.addTask {
+                        let put = ProgressPut(account: "acct", node: NodeID(SegmentFixtures.nodeID()), bytes: [UInt8](repeating: 7, count: 50), defaultQuotaBytes: 1 << 30)
+                        do {
+                            try await storage.putProgress(put)
+                            return .progress(50)
+                        } catch let error as RelayError where error.code == .quotaExceeded {
+                            return .refused(50)
+                        }
+                    }
+                }
+            }
+            var outcomes: [Outcome] = []
+            for try await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        var stored = 0, storedBytes: Int64 = 0, smallestRefused = Int64.max
+        for outcome in outcomes {
+            switch outcome {
+            case .segment(let size): stored += 1; storedBytes += Int64(size)
+            case .progress(let size): storedBytes += Int64(size)
+            case .refused(let size): smallestRefused = min(smallestRefused, Int64(size))
+            }
+        }
+        let usage = try #require(try storage.usage(account: "acct"))
+        #expect(usage.used == storedBytes && usage.used <= quota)
+        #expect(usage.used + smallestRefused > quota, "a push is refused only when it would not fit")
+        #expect(stored >= 100 && stored < 200)
+        #expect(try storage.latestArrival(account: "acct") == UInt64(stored))
+        #expect(try storage.nodes(account: "acct").map(\.segments) == [stored])
+        let page = try storage.pull(account: "acct", after: 0, limit: 1_000, maximumBytes: 1 << 30)
+        #expect(page.segments.map(\.arrival) == Array(1...UInt64(stored)), "arrivals are dense, in order")
     }
 
     @Test func retentionStorageCountsQuotaAndAccountDeletionClearsIt() async throws {

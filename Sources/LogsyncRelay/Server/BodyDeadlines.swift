@@ -2,9 +2,10 @@ import NIOCore
 import Synchronization
 
 /// When the bodies being read must have moved on by (`request_timeout_s`), for all requests at once: one
-/// sweep every ``tick`` while any body is being read closes the connection of each late one for reading,
-/// which ends its body there; its reader then answers 408. Watching a body is an entry in a table, not a
-/// timer and a task per request, which cost a push more than the rest of its reading.
+/// sweep every ``tick`` while any body is being read ends the request stream of each late one
+/// (``BodyCutter``), which ends its body there; its reader then answers 408 and the connection closes.
+/// Watching a body is an entry in a table, not a timer and a task per request, which cost a push more
+/// than the rest of its reading.
 final class BodyDeadlines: Sendable {
     /// How late past its deadline a body may be cut.
     static let tick = Duration.milliseconds(100)
@@ -73,8 +74,34 @@ final class BodyDeadlines: Sendable {
                 return (late, !state.sweeping)
             }
             // The body's stream ends; the connection still takes the 408 answer, then closes.
-            for channel in late { channel.close(mode: .input, promise: nil) }
+            for channel in late { BodyCutter.cut(channel) }
             if done { return }
         }
+    }
+}
+
+/// In each connection's pipeline between the HTTP codec and the request handling: ends the connection's
+/// request stream when its body is late, as if the client had stopped sending, and then turns the
+/// closing of the connection's writing side, which follows the answer, into closing it whole. Closing
+/// the socket for reading would do the first part over plain TCP but not over TLS, which has no closing
+/// of one direction alone.
+final class BodyCutter: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
+    private var cut = false
+
+    /// Cuts the body being read on `channel`, from any thread.
+    static func cut(_ channel: any Channel) {
+        channel.eventLoop.execute {
+            guard let context = try? channel.pipeline.syncOperations.context(handlerType: BodyCutter.self),
+                let cutter = context.handler as? BodyCutter, !cutter.cut
+            else { return }
+            cutter.cut = true
+            context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        }
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        context.close(mode: cut && mode == .output ? .all : mode, promise: promise)
     }
 }

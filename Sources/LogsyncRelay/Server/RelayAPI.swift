@@ -66,7 +66,9 @@ final class RelayAPI: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         router.put("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
-            try await push(request, context)
+            try await push(
+                request, context, account: context.parameters.get("account") ?? "", node: context.parameters.get("node") ?? "",
+                range: context.parameters.get("range") ?? "")
         }
         router.get("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
             try fetch(request, context)
@@ -98,10 +100,11 @@ final class RelayAPI: Sendable {
 
     // MARK: Routes
 
-    private func push(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
-        let account = try accountParameter(context)
-        let node = try nodeParameter(context)
-        let (first, last) = try rangeParameter(context)
+    /// The path's parameters come from the router or, for most pushes, from ``PushRoute``.
+    func push(_ request: Request, _ context: RelayRequestContext, account: String, node: String, range: String) async throws -> Response {
+        let account = try accountParameter(account)
+        let node = try nodeParameter(node)
+        let (first, last) = try rangeParameter(range)
         try authorize(request, account: account, writingAs: node, "push")
         let length = try contentLength(
             request, what: "segment", maximum: settings.maximumSegmentBytes, key: "max_segment_bytes", tooLarge: .tooLarge)
@@ -278,7 +281,10 @@ final class RelayAPI: Sendable {
     // MARK: Checks
 
     func accountParameter(_ context: RelayRequestContext) throws(RelayError) -> String {
-        let account = context.parameters.get("account") ?? ""
+        try accountParameter(context.parameters.get("account") ?? "")
+    }
+
+    func accountParameter(_ account: String) throws(RelayError) -> String {
         if let problem = RelayNames.accountProblem(account) {
             throw RelayError(.badRequest, "the account in the path \(RelayNames.quoted(account)) \(problem)")
         }
@@ -286,7 +292,10 @@ final class RelayAPI: Sendable {
     }
 
     func nodeParameter(_ context: RelayRequestContext) throws(RelayError) -> NodeID {
-        let node = context.parameters.get("node") ?? ""
+        try nodeParameter(context.parameters.get("node") ?? "")
+    }
+
+    func nodeParameter(_ node: String) throws(RelayError) -> NodeID {
         if let problem = RelayNames.nodeProblem(node) {
             throw RelayError(.badRequest, "the node in the path \(RelayNames.quoted(node)) \(problem)")
         }
@@ -294,7 +303,10 @@ final class RelayAPI: Sendable {
     }
 
     func rangeParameter(_ context: RelayRequestContext) throws(RelayError) -> (UInt64, UInt64) {
-        let text = context.parameters.get("range") ?? ""
+        try rangeParameter(context.parameters.get("range") ?? "")
+    }
+
+    func rangeParameter(_ text: String) throws(RelayError) -> (UInt64, UInt64) {
         guard let range = RelayNames.parseRange(text) else {
             throw RelayError(.badRequest, "the segment in the path \(RelayNames.quoted(text)) is not FIRST-LAST (decimal sequence numbers, 1 ≤ FIRST ≤ LAST)")
         }

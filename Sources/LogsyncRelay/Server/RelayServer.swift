@@ -30,9 +30,12 @@ public struct RelayServer: Sendable {
         let admission = ConnectionAdmission(maximum: settings.maximumConnections)
         let api = RelayAPI(storage: storage, settings: settings, metrics: metrics, admission: admission, logger: logger)
         let router = Router(context: RelayRequestContext.self)
-        router.add(middleware: RelayMiddleware(metrics: metrics, logger: logger))
+        let middleware = RelayMiddleware(metrics: metrics, logger: logger)
+        router.add(middleware: middleware)
         api.register(on: router)
-        let http1 = HTTP1Channel.Configuration(idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
+        let responder = PushRoute(api: api, middleware: middleware, router: router.buildResponder())
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [BodyCutter()], idleTimeout: .seconds(Int64(settings.idleTimeoutSeconds)))
         let server: HTTPServerBuilder
         if let tls {
             server = HTTPServerBuilder { [logger] responder in
@@ -47,7 +50,7 @@ public struct RelayServer: Sendable {
         }
         let connectionLogger = frameworkLogger
         let app = Application(
-            router: router, server: server,
+            responder: responder, server: server,
             configuration: ApplicationConfiguration(
                 address: .hostname(settings.host, port: settings.port), serverName: "sync-relay", backlog: 1_024,
                 availableConnectionsDelegate: MaximumAvailableConnections(admission.acceptLimit, logger: connectionLogger)),

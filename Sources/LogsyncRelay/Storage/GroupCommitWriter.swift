@@ -30,14 +30,14 @@ final class GroupCommitWriter: @unchecked Sendable {
     }
 
     /// One write. `work` runs inside the batch's transaction, in a savepoint of its own: when it refuses
-    /// (returns a failure), what it wrote is rolled back and the rest of the batch goes on. A write that
-    /// refuses only before it writes anything needs no savepoint (`savepoint` false): two statements
-    /// fewer per push. `answer` is called once the batch committed, `fail` when the whole transaction
-    /// failed.
+    /// (returns a failure), what it wrote is rolled back and the rest of the batch goes on. A push
+    /// (`savepoint` false) refuses only before it writes anything and needs none: two statements fewer
+    /// per push; its account's row goes through the batch's ``AccountTally``. `answer` is called once the
+    /// batch committed, `fail` when the whole transaction failed.
     private struct Job {
         var bytes: Int
         var savepoint: Bool
-        var work: (Connection) throws(SQLiteError) -> (refused: Bool, answer: () -> Void)
+        var work: (Connection, AccountTally) throws(SQLiteError) -> (refused: Bool, answer: () -> Void)
         var fail: (RelayError) -> Void
     }
 
@@ -61,18 +61,32 @@ final class GroupCommitWriter: @unchecked Sendable {
         return statistics
     }
 
-    /// Runs `work` on the writer thread in the next batch and returns its result once the batch is
-    /// durable. `bytes` is what it writes, for the batch's byte bound. `savepoint` false: `work` never
-    /// writes before it refuses, so nothing needs undoing when it does (an SQLite error fails the whole
-    /// batch either way).
+    /// Runs `work` on the writer thread in the next batch, in a savepoint of its own, and returns its
+    /// result once the batch is durable. `bytes` is what it writes, for the batch's byte bound. The
+    /// account rows the batch's pushes changed are written before it runs.
     func submit<T: Sendable>(
-        bytes: Int, savepoint: Bool = true, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
+        bytes: Int, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
+    ) async throws(RelayError) -> T {
+        try await enqueue(bytes: bytes, savepoint: true) { connection, _ throws(SQLiteError) in try work(connection) }
+    }
+
+    /// Runs a push's `work` on the writer thread in the next batch, without a savepoint: it must refuse
+    /// only before it writes anything (an SQLite error fails the whole batch either way). It reads and
+    /// changes its account's row through `tally`, which writes it once per batch.
+    func submitPush<T: Sendable>(
+        bytes: Int, _ work: @escaping @Sendable (Connection, AccountTally) throws(SQLiteError) -> Result<T, RelayError>
+    ) async throws(RelayError) -> T {
+        try await enqueue(bytes: bytes, savepoint: false, work)
+    }
+
+    private func enqueue<T: Sendable>(
+        bytes: Int, savepoint: Bool, _ work: @escaping @Sendable (Connection, AccountTally) throws(SQLiteError) -> Result<T, RelayError>
     ) async throws(RelayError) -> T {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, RelayError>, Never>) in
             let job = Job(
                 bytes: bytes, savepoint: savepoint,
-                work: { connection throws(SQLiteError) in
-                    let outcome = try work(connection)
+                work: { connection, tally throws(SQLiteError) in
+                    let outcome = try work(connection, tally)
                     if case .failure = outcome { return (true, { continuation.resume(returning: outcome) }) }
                     return (false, { continuation.resume(returning: outcome) })
                 },
@@ -140,17 +154,21 @@ final class GroupCommitWriter: @unchecked Sendable {
             // Prepared once and kept (with arguments, `execute` uses the connection's statement cache):
             // compiling a savepoint's SQL twice per write cost as much as the write's own statements.
             try connection.execute("BEGIN IMMEDIATE", [])
+            let tally = AccountTally()
             for job in batch {
                 guard job.savepoint else {
-                    answers.append(try job.work(connection).answer)
+                    answers.append(try job.work(connection, tally).answer)
                     continue
                 }
+                // Other writes read and change account rows themselves.
+                try tally.write(connection)
                 try connection.execute("SAVEPOINT job", [])
-                let (refused, answer) = try job.work(connection)
+                let (refused, answer) = try job.work(connection, tally)
                 if refused { try connection.execute("ROLLBACK TO job", []) }
                 try connection.execute("RELEASE job", [])
                 answers.append(answer)
             }
+            try tally.write(connection)
             FaultPoints.beforeCommit()
             try connection.execute("COMMIT", [])
             return { for answer in answers { answer() } }
@@ -164,6 +182,44 @@ final class GroupCommitWriter: @unchecked Sendable {
                 retryAfter: full ? nil : 1, cause: error)
             return { for job in batch { job.fail(failure) } }
         }
+    }
+}
+
+/// The account rows a batch's pushes read and changed, written once per account rather than once per
+/// push: the batch's transaction holds the database's write lock, so no one else changes them meanwhile.
+/// Only the writer thread uses it, for one batch.
+final class AccountTally {
+    /// Each account's row as the batch's pushes left it.
+    private var rows: [String: MailboxWrites.AccountRow] = [:]
+    /// What those pushes added: bytes and segments.
+    private var added: [String: (bytes: Int64, segments: Int64)] = [:]
+
+    /// The account's row, with this batch's pushes so far; nil when the account no longer exists.
+    func row(_ account: String, _ connection: Connection) throws(SQLiteError) -> MailboxWrites.AccountRow? {
+        if let row = rows[account] { return row }
+        let row = try MailboxWrites.account(account, connection)
+        rows[account] = row
+        return row
+    }
+
+    /// Records a stored segment of `bytes` at `arrival`.
+    func add(_ account: String, bytes: Int64, arrival: Int64) {
+        rows[account]?.used += bytes
+        rows[account]?.cursor = arrival
+        added[account, default: (0, 0)].bytes += bytes
+        added[account, default: (0, 0)].segments += 1
+    }
+
+    /// Writes what the pushes changed and forgets the rows (a write that follows reads them again).
+    func write(_ connection: Connection) throws(SQLiteError) {
+        for (account, change) in added {
+            guard let cursor = rows[account]?.cursor else { continue }
+            try connection.execute(
+                "UPDATE accounts SET used_bytes = used_bytes + ?, cursor = ?, segments = segments + ? WHERE name = ?",
+                [.integer(change.bytes), .integer(cursor), .integer(change.segments), .text(account)])
+        }
+        added.removeAll(keepingCapacity: true)
+        rows.removeAll(keepingCapacity: true)
     }
 }
 

@@ -7,8 +7,11 @@ import LogsyncStore
 /// around each write undoes anything a refusal left.
 enum MailboxWrites {
     /// Stores a segment, or says the same bytes are stored already. Every refusal comes before its first
-    /// write (it runs without a savepoint of its own).
-    static func insertSegment(_ push: SegmentPush, digest: [UInt8], _ connection: Connection) throws(SQLiteError) -> Result<PushOutcome, RelayError> {
+    /// write (it runs without a savepoint of its own). The account's row is read and changed through the
+    /// batch's `accounts`, which writes it once per batch.
+    static func insertSegment(
+        _ push: SegmentPush, digest: [UInt8], _ connection: Connection, _ accounts: AccountTally
+    ) throws(SQLiteError) -> Result<PushOutcome, RelayError> {
         let name = { "\(push.node)/\(RelayNames.rangeText(first: push.firstSequence, last: push.lastSequence))" }
         // The stored segment of this node that starts last at or before this one's end: the only one that
         // can overlap it, since stored ranges never overlap.
@@ -34,7 +37,7 @@ enum MailboxWrites {
             }
         }
         let size = Int64(push.bytes.count)
-        guard let row = try account(push.account, connection) else { return .failure(missingAccount(push.account)) }
+        guard let row = try accounts.row(push.account, connection) else { return .failure(missingAccount(push.account)) }
         let quota = row.quota ?? push.defaultQuotaBytes
         guard row.used + size <= quota else { return .failure(overQuota(push.account, row.used + size, quota: quota, what: "segment")) }
         let arrival = row.cursor + 1
@@ -45,10 +48,7 @@ enum MailboxWrites {
             .integer(Int64(bitPattern: push.lastSequence)), .blob(digest), .integer(size), .blob(push.bytes),
         ])
         try insert.run()
-        // The charge, the cursor and the count in one statement.
-        try connection.execute(
-            "UPDATE accounts SET used_bytes = used_bytes + ?, cursor = ?, segments = segments + 1 WHERE name = ?",
-            [.integer(size), .integer(arrival), .text(push.account)])
+        accounts.add(push.account, bytes: size, arrival: arrival)
         return .success(.stored(arrival: UInt64(arrival)))
     }
 

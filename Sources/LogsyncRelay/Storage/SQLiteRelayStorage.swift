@@ -2,6 +2,7 @@ import CSQLite
 import Crypto
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncStore
 import Synchronization
 
@@ -19,6 +20,15 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     /// Which reader a request waits for when all are busy (in a class: an `Atomic` stored directly in a type
     /// with a throwing initializer crashes the 6.3 optimizer).
     private let nextReader = ReaderTurn()
+    /// Tokens already found valid, by the SHA-256 of their text (no secret is kept), while the credentials
+    /// marker (``credentialsMarker``) is unchanged: a request then costs a `stat` instead of a query
+    /// and a hash. Revoking a token or deleting an account, from any process, changes the marker, and
+    /// the next request looks in the database again.
+    private let knownTokens = Mutex<(stamp: ChangeMarker.Stamp?, credentials: [SHA256Digest: Credential])>((nil, [:]))
+    static let knownTokensLimit = 4_096
+    /// The file next to the database that grows at each revocation or account deletion.
+    let credentialsMarker: String
+    static func credentialsMarker(_ path: String) -> String { path + "-credentials" }
 
     /// The schema, created on first open. `user_version` says which version a file has.
     /// Version 2 added progress records and baselines (bounded growth): only new tables.
@@ -50,6 +60,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     /// the reader pool a server needs; the administration commands open it without.
     public init(path: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
         self.path = path
+        credentialsMarker = Self.credentialsMarker(path)
         do {
             let admin = try Connection(path: path)
             try Self.configure(admin)
@@ -84,6 +95,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             }
             self.readers = readers
             if serving {
+                try ChangeMarker.create(Self.credentialsMarker(path))
                 let connection = try Connection(path: path, options: [.readWrite])
                 try Self.configure(connection)
                 writer = GroupCommitWriter(connection: connection, maximumQueued: maximumQueuedPushes)
@@ -92,6 +104,8 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             }
         } catch let error as RelayError {
             throw error
+        } catch let error as SystemError {
+            throw RelayError(.unavailable, "cannot create \(error.path ?? path) next to the relay database: \(error)")
         } catch {
             throw RelayError(.unavailable, "cannot open the relay database \(path): check the path and its permissions", cause: error as? SQLiteError)
         }
@@ -113,19 +127,18 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
 
     public func push(_ push: SegmentPush) async throws(RelayError) -> PushOutcome {
         let digest = Array(SHA256.hash(data: push.bytes))
-        // insertSegment refuses before it writes: no savepoint.
-        return try await writing(bytes: push.bytes.count, savepoint: false) { connection throws(SQLiteError) in
-            try MailboxWrites.insertSegment(push, digest: digest, connection)
+        guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
+        return try await writer.submitPush(bytes: push.bytes.count) { connection, accounts throws(SQLiteError) in
+            try MailboxWrites.insertSegment(push, digest: digest, connection, accounts)
         }
     }
 
-    /// Runs a write on the writer thread; returns once it is durable. `savepoint` false only for a write
-    /// that never refuses after writing (``GroupCommitWriter/submit(bytes:savepoint:_:)``).
+    /// Runs a write on the writer thread; returns once it is durable.
     func writing<T: Sendable>(
-        bytes: Int, savepoint: Bool = true, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
+        bytes: Int, _ work: @escaping @Sendable (Connection) throws(SQLiteError) -> Result<T, RelayError>
     ) async throws(RelayError) -> T {
         guard let writer else { throw RelayError(.unavailable, "this relay storage was opened for administration only") }
-        return try await writer.submit(bytes: bytes, savepoint: savepoint, work)
+        return try await writer.submit(bytes: bytes, work)
     }
 
     func reading<T>(_ body: (Connection) throws(SQLiteError) -> T) throws(RelayError) -> T {
@@ -276,6 +289,18 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             try connection.execute("DELETE FROM baseline_uploads WHERE account = ?", [.text(name)])
             try connection.execute("DELETE FROM accounts WHERE name = ?", [.text(name)])
         }
+        try credentialsChanged("deleted the account \(RelayNames.quoted(name))")
+    }
+
+    /// Tells running relays (this process's and others') that tokens went away: their next request looks
+    /// in the database again. Called after the change committed.
+    private func credentialsChanged(_ what: String) throws(RelayError) {
+        do {
+            try ChangeMarker.mark(credentialsMarker)
+        } catch {
+            throw RelayError(
+                .storage, "\(what), but a running relay may go on accepting its tokens until it restarts: \(error)")
+        }
     }
 
     public func issueToken(account: String, node: NodeID?) throws(RelayError) -> (info: TokenInfo, token: String) {
@@ -302,6 +327,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
                 throw RelayError(.notFound, "there is no token with id \(RelayNames.quoted(id)) (sync-relay token list shows them)")
             }
         }
+        try credentialsChanged("revoked the token \(id)")
     }
 
     public func tokens(account: String?) throws(RelayError) -> [TokenInfo] {
@@ -319,6 +345,24 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     }
 
     public func authenticate(_ bearer: String) throws(RelayError) -> Credential? {
+        // The stamp is taken before the database is asked: a revocation that lands after it changes the
+        // marker, so what the database says now is never kept past that change.
+        let stamp = ChangeMarker.stamp(credentialsMarker)
+        var text = bearer
+        let key = text.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+        if let stamp, let known = knownTokens.withLock({ $0.stamp == stamp ? $0.credentials[key] : nil }) { return known }
+        guard let credential = try lookUp(bearer) else { return nil }
+        if let stamp {
+            knownTokens.withLock { known in
+                if known.stamp != stamp || known.credentials.count >= Self.knownTokensLimit { known = (stamp, [:]) }
+                known.credentials[key] = credential
+            }
+        }
+        return credential
+    }
+
+    /// The token's credential as the database has it now.
+    private func lookUp(_ bearer: String) throws(RelayError) -> Credential? {
         guard let (id, secret) = Tokens.parse(bearer) else { return nil }
         let row = try reading { connection throws(SQLiteError) -> [DatabaseValue]? in
             try connection.rows("SELECT account, node, digest FROM tokens WHERE id = ?", [.text(id)]).first
