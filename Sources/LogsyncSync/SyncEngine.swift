@@ -267,9 +267,8 @@ public final class SyncEngine: Sendable {
                     }
                     return nil
                 },
-                outcome: { segment, outcome in
+                outcome: { header, outcome in
                     // `load` checked that the header says what the name says.
-                    let header = segment.header
                     let name = SegmentName(node: header.node, firstSequence: header.firstSequence, lastSequence: header.lastSequence)
                     switch outcome {
                     case .applied(let count):

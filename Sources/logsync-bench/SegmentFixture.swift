@@ -98,12 +98,12 @@ enum SegmentFixture {
                 ahead = decodeAhead()
                 return SegmentImport(header: decoded.header, transactions: decoded.transactions, checksum: 0)
             },
-            outcome: { segment, outcome in
+            outcome: { header, outcome in
                 guard case .applied(let transactions) = outcome else {
-                    throw BenchError("segment \(segment.header.firstSequence)...\(segment.header.lastSequence) was not applied: \(outcome)")
+                    throw BenchError("segment \(header.firstSequence)...\(header.lastSequence) was not applied: \(outcome)")
                 }
                 result.transactions += transactions
-                applied.insert(segment.header.firstSequence)
+                applied.insert(header.firstSequence)
                 segmentApplied()
             })
         guard applied.count == segments.count else {

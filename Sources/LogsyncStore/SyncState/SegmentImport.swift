@@ -69,10 +69,10 @@ extension Store {
         from origin: NodeID, account: String, maximumChanges: Int = 2_000, batching: ImportBatching = ImportBatching(),
         limits: SegmentLimits = .default, isCancelled: () -> Bool = { false },
         next: (_ cursor: UInt64) throws -> SegmentImport?,
-        outcome: (SegmentImport, ImportOutcome) throws -> Void
+        outcome: (SegmentHeader, ImportOutcome) throws -> Void
     ) throws {
         guard origin != node else {
-            while let segment = try next(0) { try outcome(segment, .alreadyApplied) }
+            while let segment = try next(0) { try outcome(segment.header, .alreadyApplied) }
             return
         }
         guard let first = try next(appliedSequence(from: origin)) else { return }
@@ -93,7 +93,7 @@ extension Store {
                 try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
                 return try applyBatch(&run, state: &state, next: next)
             }
-            for (segment, decided) in run.decided { try outcome(segment, decided) }
+            for (header, decided) in run.decided { try outcome(header, decided) }
             run.decided.removeAll()
             guard end != .exhausted else { return }
             FaultInjection.point("import.between-batches")
@@ -124,8 +124,9 @@ extension Store {
         /// The segment being applied, and how many of its transactions were applied so far.
         var current: SegmentImport?
         var appliedOfCurrent = 0
-        /// Outcomes decided in the open transaction, reported once it commits.
-        var decided: [(SegmentImport, ImportOutcome)] = []
+        /// Outcomes decided in the open transaction, reported once it commits: headers only, so that a
+        /// batch does not keep the transactions of every segment it applied in memory until it ends.
+        var decided: [(SegmentHeader, ImportOutcome)] = []
 
         init(origin: NodeID, batching: ImportBatching, handed: SegmentImport) {
             self.origin = origin
@@ -154,11 +155,11 @@ extension Store {
                     throw StoreError(.schema, "a segment of node \(header.node) was handed to the import from node \(run.origin)", path: path)
                 }
                 if header.lastSequence <= cursor {
-                    run.decided.append((segment, .alreadyApplied))
+                    run.decided.append((segment.header, .alreadyApplied))
                     continue
                 }
                 guard header.firstSequence <= cursor + 1 else {
-                    run.decided.append((segment, .gap(expected: cursor + 1)))
+                    run.decided.append((segment.header, .gap(expected: cursor + 1)))
                     continue
                 }
                 if cursor >= header.firstSequence {
@@ -166,7 +167,7 @@ extension Store {
                         "SELECT checksum FROM _ls_segment WHERE node = ? AND first_seq = ? AND last_seq = ?",
                         [origin, .integer(Int64(header.firstSequence)), .integer(Int64(header.lastSequence))])
                     guard recorded == Int64(bitPattern: segment.checksum) else {
-                        run.decided.append((segment, .divergent))
+                        run.decided.append((segment.header, .divergent))
                         continue
                     }
                 }
@@ -189,7 +190,7 @@ extension Store {
             }
             if let last { try recordProgress(segment, through: last, state: &state) }
             if end != .exhausted { break batch }
-            run.decided.append((segment, .applied(transactions: run.appliedOfCurrent)))
+            run.decided.append((segment.header, .applied(transactions: run.appliedOfCurrent)))
             run.current = nil
         }
         if changes > 0 { try skipOwnMergeHistory(&state) }
