@@ -393,14 +393,15 @@ extension SyncEngine {
         retentionMemory.state.withLock { $0.refused[name] = reason }
     }
 
-    /// Copies a baseline next to the store, verifies it whole, then merges it in.
+    /// Copies a baseline next to the store, checks its bytes (``BaselineDecoder/checkBytes(limits:source:)``),
+    /// then merges it in, decoding it once.
     private func load(_ name: BaselineName, cancelled: () -> Bool) throws {
         let (folder, file) = try localScratch("baseline-in")
         defer { try? folder.removeFile(file) }
         let writer = try folder.createFile(file)
         try transport.readBaseline(name, maximumBytes: configuration.retention.maximumBaselineBytes) { try writer.write($0) }
         let check = try localReader(folder, file)
-        _ = try BaselineDecoder.verify(limits: configuration.limits) { try check.next() }
+        _ = try BaselineDecoder.checkBytes(limits: configuration.limits) { try check.next() }
         let source = try localReader(folder, file)
         let decoder = try BaselineDecoder(limits: configuration.limits) { try source.next() }
         _ = try store.loadBaseline(

@@ -78,14 +78,37 @@ struct RetentionTests {
         _ = try cluster.engine(store).sync()
         var bytes: [UInt8] = []
         _ = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        // What a loader checks before it uses a row: the bytes alone, undecoded.
+        var served = false
+        let checked = try BaselineDecoder.checkBytes {
+            defer { served = true }
+            return served ? nil : bytes
+        }
+        #expect(checked.bytes == UInt64(bytes.count))
         for position in [20, bytes.count / 2, bytes.count - 3] {
             var damaged = bytes
             damaged[position] ^= 0x40
-            var served = false
-            #expect(throws: SegmentError.self, "a flipped bit at \(position) of \(bytes.count)") {
+            served = false
+            #expect(throws: SegmentError.self, "a flipped bit at \(position) of \(bytes.count), checked as bytes") {
+                _ = try BaselineDecoder.checkBytes {
+                    defer { served = true }
+                    return served ? nil : damaged
+                }
+            }
+            served = false
+            #expect(throws: SegmentError.self, "a flipped bit at \(position) of \(bytes.count), decoded") {
                 _ = try BaselineDecoder.verify {
                     defer { served = true }
                     return served ? nil : damaged
+                }
+            }
+        }
+        for cut in [bytes.count - 1, bytes.count - 4, bytes.count / 2] {
+            served = false
+            #expect(throws: SegmentError.self, "cut to \(cut) of \(bytes.count) bytes") {
+                _ = try BaselineDecoder.checkBytes {
+                    defer { served = true }
+                    return served ? nil : Array(bytes[..<cut])
                 }
             }
         }

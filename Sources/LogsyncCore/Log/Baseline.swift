@@ -271,6 +271,27 @@ package final class BaselineDecoder {
         return (decoder.header, decoder.rowCount)
     }
 
+    /// Checks a whole baseline's bytes without decoding its rows: the header (magic, format version, its
+    /// own CRC-32), then the CRC-32 of every byte before the last four, which must equal them. Returns the
+    /// header and the number of bytes.
+    ///
+    /// This catches any damage to the bytes (a flipped bit, a cut or torn copy) in a fraction of a full
+    /// decode's time (about 50 ms for 1M rows against 1.9-5.3 s for ``verify(limits:source:)``), so a
+    /// loader decodes the rows once, as it merges them. What only decoding finds, a row its writer got
+    /// wrong under an intact checksum, stops the load when that row is reached; the trailer (row count,
+    /// body length) is checked before the load ends (``next()``).
+    package static func checkBytes(limits: SegmentLimits = .default, source: @escaping () throws -> [UInt8]?) throws -> (header: BaselineHeader, bytes: UInt64) {
+        let decoder = try BaselineDecoder(limits: limits, source: source)
+        while try decoder.source.next() != nil {}
+        guard decoder.source.byteCount >= UInt64(decoder.inputOffset + BaselineHeader.trailerByteCount) else {
+            throw error(.truncated, "trailer", "the baseline ends \(decoder.source.byteCount) bytes in, before its trailer")
+        }
+        guard decoder.source.storedChecksum == decoder.source.crcBeforeLastFourBytes else {
+            throw error(.checksumMismatch, "trailer", "the CRC-32 does not match: the baseline is damaged")
+        }
+        return (decoder.header, decoder.source.byteCount)
+    }
+
     private func fill(to count: Int) throws {
         while input.count < count, let chunk = try source.next() { input.append(contentsOf: chunk) }
     }
@@ -338,8 +359,16 @@ package final class BaselineDecoder {
 private struct CheckedSource {
     let read: () throws -> [UInt8]?
     private(set) var crcBeforeLastFourBytes: UInt32 = 0
+    /// Bytes passed on so far.
+    private(set) var byteCount: UInt64 = 0
     private var held: [UInt8] = []
     private var ended = false
+
+    /// The last four bytes passed on, little-endian: the stored checksum once the source has ended.
+    var storedChecksum: UInt32? {
+        guard held.count == 4 else { return nil }
+        return held.reversed().reduce(0) { $0 << 8 | UInt32($1) }
+    }
 
     init(read: @escaping () throws -> [UInt8]?) { self.read = read }
 
@@ -349,6 +378,7 @@ private struct CheckedSource {
             ended = true
             return nil
         }
+        byteCount += UInt64(chunk.count)
         let combined = held + chunk
         let cut = max(0, combined.count - 4)
         combined.withUnsafeBytes { crcBeforeLastFourBytes = CRC32.update(crcBeforeLastFourBytes, UnsafeRawBufferPointer(rebasing: $0[0..<cut])) }

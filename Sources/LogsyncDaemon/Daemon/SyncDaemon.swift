@@ -215,7 +215,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Opens a store for syncing (creating it if needed).
-    static func openStore(at path: String, schema: Schema, options: StoreOptions = StoreOptions()) throws -> Store {
+    static func openStore(at path: String, schema: Schema, options: StoreOptions = .syncing) throws -> Store {
         do {
             return try retryingWhileBusy { try Store(path: path, schema: schema, options: options) }
         } catch let error as StoreError where error.code == .schemaDrift {

@@ -168,9 +168,14 @@ public struct AccountState: Codable, Sendable, Equatable {
 
 
 extension StoreOptions {
+    /// How syncd opens the stores it syncs: without a memory map. An import or a baseline load reads the
+    /// pages it changes; through a map they stay resident and count in the daemon's memory, up to the whole
+    /// map (256 MiB by default): a new node loading a 1M-row baseline peaked at 472 MB with the map and
+    /// 105 MB without, in the same time (`docs/BENCHMARKS.md`, bootstrap). The page cache stays bounded
+    /// by ``cacheKibibytes``. Apps keep the map (the default options): it speeds their reads.
+    public static let syncing = StoreOptions(mmapBytes: 0)
+
     /// How a store being built from its account's logs is opened (an account switch, `docs/accounts.md`):
-    /// without a memory map. An import reads the pages it changes; through a map they stay resident and
-    /// count in the builder's memory, up to the whole map (256 MiB by default), which a rebuild of a large
-    /// account would fill. The page cache stays bounded by ``cacheKibibytes``.
-    public static let rebuilding = StoreOptions(mmapBytes: 0)
+    /// as syncd opens every store, without a memory map (``syncing``).
+    public static let rebuilding = syncing
 }

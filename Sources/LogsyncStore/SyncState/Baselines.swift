@@ -155,7 +155,9 @@ extension Store {
     /// crash between them leaves `baseline_loading` set, and loading the same (or any covering) baseline
     /// again finishes the job.
     ///
-    /// The caller has verified the baseline (``BaselineDecoder/verify(limits:source:)``); `decoder` reads it again.
+    /// The caller has checked the baseline's bytes (``BaselineDecoder/checkBytes(limits:source:)``); rows
+    /// are decoded as they are merged, and a malformed one ends the load with an error (its batch rolls
+    /// back). The trailer is checked before the last batch moves the cursors.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
         batchRows: Int = 20_000, chunkRows: Int = 4_096, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
