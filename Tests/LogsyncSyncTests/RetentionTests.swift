@@ -70,6 +70,24 @@ struct RetentionTests {
         #expect(rows > 0)
     }
 
+    @Test("no baseline is written from an empty store, nor while a baseline load is unfinished")
+    func baselineRefusals() throws {
+        let cluster = try SyncCluster("refusals")
+        let store = try cluster.store("a")
+        #expect(throws: Store.BaselineRefusal.empty) { _ = try store.writeBaseline(account: "default") { _ in } }
+        try store.write { tx in try tx.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) }
+        _ = try cluster.engine(store).sync()
+        // What an interrupted load leaves (`Store.loadBaseline`), as another process's connection sees the file.
+        let foreign = try ForeignConnection(path: store.path)
+        _ = try foreign.execute("INSERT INTO _ls_meta(key, value) VALUES ('baseline_loading', 'x')")
+        #expect(throws: Store.BaselineRefusal.loadInProgress) { _ = try store.writeBaseline(account: "default") { _ in } }
+        _ = try foreign.execute("DELETE FROM _ls_meta WHERE key = 'baseline_loading'")
+        var bytes: [UInt8] = []
+        let written = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        #expect(written.rows == 1)
+        #expect(UInt64(bytes.count) == written.bytes)
+    }
+
     @Test("a damaged baseline is refused before any row is used")
     func damagedBaselineIsRefused() throws {
         let cluster = try SyncCluster("damaged")

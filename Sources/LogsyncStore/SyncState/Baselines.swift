@@ -57,21 +57,16 @@ extension Store {
     /// transaction, so writers go on meanwhile and the rows and the frontier agree. Memory holds a row and
     /// a chunk.
     package func writeBaseline(account: String, emit: ([UInt8]) throws -> Void) throws -> WrittenBaseline {
+        // Refusals are found on the store's reader first: a store that keeps refusing (a load or a segment
+        // in progress) does not open a connection of its own every round to say so.
+        if let refusal = try reading({ try Self.baselineRefusal($0, node: node) }) { throw refusal }
         let connection = try Self.openConnection(path, options: options)
         try connection.execute("PRAGMA query_only = 1")
         try connection.execute("BEGIN DEFERRED")
         defer { try? connection.execute("ROLLBACK") }
-        if try connection.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil { throw BaselineRefusal.loadInProgress }
-        if case .text(let partial)? = try connection.rows(
-            """
-            SELECT c.node FROM _ls_cursor c JOIN _ls_segment s ON s.node = c.node
-            WHERE s.first_seq <= c.last_seq AND c.last_seq < s.last_seq LIMIT 1
-            """
-        ).first?.first {
-            throw BaselineRefusal.segmentInProgress(NodeID(partial))
-        }
+        // Again inside the read transaction the baseline is written from: the state may have moved since.
+        if let refusal = try Self.baselineRefusal(connection, node: node) { throw refusal }
         let frontier = try Self.frontier(connection: connection, node: node)
-        guard frontier.transactionCount > 0 else { throw BaselineRefusal.empty }
         let historyToken = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0") ?? 0
         let nodes = try NodeTable(connection: connection)
         let header = BaselineHeader(schemaVersion: schema.version, account: account, frontier: frontier)
@@ -92,6 +87,21 @@ extension Store {
         if !head.isEmpty { try emit(head) }
         try emit(try encoder.finish())
         return WrittenBaseline(header: header, rows: encoder.rowCount, bytes: encoder.byteCount, historyToken: historyToken)
+    }
+
+    /// Why no baseline can be written from what `connection` sees, or nil when one can.
+    private static func baselineRefusal(_ connection: Connection, node: NodeID) throws -> BaselineRefusal? {
+        if try connection.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil { return .loadInProgress }
+        if case .text(let partial)? = try connection.rows(
+            """
+            SELECT c.node FROM _ls_cursor c JOIN _ls_segment s ON s.node = c.node
+            WHERE s.first_seq <= c.last_seq AND c.last_seq < s.last_seq LIMIT 1
+            """
+        ).first?.first {
+            return .segmentInProgress(NodeID(partial))
+        }
+        guard try frontier(connection: connection, node: node).transactionCount > 0 else { return .empty }
+        return nil
     }
 
     /// Every state of `info`'s rows in key order: those in `_ls_row` and those in `_ls_live` (found
