@@ -88,6 +88,48 @@ struct RetentionTests {
         #expect(UInt64(bytes.count) == written.bytes)
     }
 
+    @Test("a row its writer got wrong under an intact checksum stops the load there: earlier batches stay, the cursors do not move, a good baseline finishes the load")
+    func malformedRowStopsTheLoad() throws {
+        let cluster = try SyncCluster("malformed")
+        let store = try cluster.store("a")
+        let writer = NodeID(try cluster.store("b").nodeID)
+        let header = BaselineHeader(schemaVersion: store.schema.version, account: "default", frontier: Frontier([writer: 5]))
+        let keys = (0..<4).map { _ in SyncCluster.id() }.sorted { $0.sqliteOrder(comparedTo: $1) < 0 }
+        func baseline(endingWithUnknownEntity: Bool) throws -> [UInt8] {
+            let encoder = try BaselineEncoder(header: header)
+            let clock = Clock(HLCTimestamp(physicalMilliseconds: 1_800_000_000_000, logical: 0), writer)
+            for key in keys {
+                try encoder.append(BaselineRow(key: RowKey("Folder", key), state: RowState(causalLength: 1, columns: ["name": Register(.text("f"), clock)])))
+            }
+            // An entity this store's schema does not declare: what a writer's bug looks like to the reader.
+            if endingWithUnknownEntity {
+                try encoder.append(BaselineRow(key: RowKey("Zebra", SyncCluster.id()), state: RowState(causalLength: 1)))
+            }
+            var bytes = encoder.takeOutput()
+            bytes += try encoder.finish()
+            return bytes
+        }
+        func load(_ bytes: [UInt8]) throws {
+            var served = false
+            _ = try BaselineDecoder.checkBytes { defer { served = true }; return served ? nil : bytes }
+            served = false
+            let decoder = try BaselineDecoder { defer { served = true }; return served ? nil : bytes }
+            _ = try store.loadBaseline(decoder, account: "default", batchRows: 2)
+        }
+        #expect(throws: StoreError.self) { try load(try baseline(endingWithUnknownEntity: true)) }
+        #expect(try store.read("SELECT count(*) FROM Folder").first?.first == .integer(4), "the two batches before the bad row stay")
+        #expect(try store.baselineLoadInProgress())
+        #expect(try store.appliedSequence(from: writer) == 0)
+        #expect(try store.coveredByBaseline(writer) == 0)
+        #expect(throws: Store.BaselineRefusal.loadInProgress) { _ = try store.writeBaseline(account: "default") { _ in } }
+
+        try load(try baseline(endingWithUnknownEntity: false))
+        #expect(try !store.baselineLoadInProgress())
+        #expect(try store.appliedSequence(from: writer) == 5)
+        #expect(try store.coveredByBaseline(writer) == 5)
+        #expect(try store.read("SELECT count(*) FROM Folder").first?.first == .integer(4))
+    }
+
     @Test("a damaged baseline is refused before any row is used")
     func damagedBaselineIsRefused() throws {
         let cluster = try SyncCluster("damaged")
