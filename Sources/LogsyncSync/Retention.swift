@@ -340,7 +340,7 @@ extension SyncEngine {
         retentionMemory.state.withLock { $0.lastBootstrapCheckAt = clock }
         let records = (try? progressRecords()) ?? [:]
         let behind = records.values.filter { $0.node != node && $0.prunedThrough > mine[$0.node] }
-        let isNew = mine.sequences.keys.allSatisfy { $0 == node }
+        let isNew = isNew(mine)
         guard interrupted || !behind.isEmpty || isNew else { return false }
         let names = try transport.baselines()
         guard !names.isEmpty else {
@@ -386,6 +386,11 @@ extension SyncEngine {
             noteProblem("node \(behind[0].node) deleted segments this store has not applied, and no baseline here covers them yet: waiting")
         }
         return false
+    }
+
+    /// Whether a store at `frontier` is new: it has applied nothing from any other node.
+    func isNew(_ frontier: Frontier) -> Bool {
+        frontier.sequences.keys.allSatisfy { $0 == node }
     }
 
     private func refuse(_ name: BaselineName, _ reason: String) {

@@ -124,7 +124,7 @@ public final class SyncEngine: Sendable {
         }
         // A store that has applied nothing from other nodes loads a baseline first, if there is one:
         // loading is cheaper than replaying the segments it covers.
-        if !cancelled(), configuration.retention.enabled, try store.frontier().sequences.keys.allSatisfy({ $0 == node }) {
+        if !cancelled(), configuration.retention.enabled, isNew(try store.frontier()) {
             _ = try loadBaselineIfNeeded(into: &report, cancelled: cancelled)
         }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }

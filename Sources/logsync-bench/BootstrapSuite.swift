@@ -178,25 +178,23 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
         }
     }
 
-    /// Seconds to check the bytes of the baseline at `path` (header and CRC-32, no row decoded), read in
-    /// chunks of 1 MiB.
+    /// Seconds to check the bytes of the baseline at `path` (header and CRC-32, no row decoded).
     static func checkBytes(_ path: String) throws -> Double {
-        guard let file = FileHandle(forReadingAtPath: path) else { throw BenchError("cannot open \(path)") }
-        defer { try? file.close() }
-        return try timed {
-            _ = try BaselineDecoder.checkBytes {
-                let chunk = file.readData(ofLength: 1 << 20)
-                return chunk.isEmpty ? nil : [UInt8](chunk)
-            }
-        }
+        try timedRead(path) { source in _ = try BaselineDecoder.checkBytes(source: source) }
     }
 
-    /// Seconds to verify the baseline at `path` whole, read in chunks of 1 MiB.
+    /// Seconds to verify the baseline at `path` whole.
     static func verify(_ path: String) throws -> Double {
+        try timedRead(path) { source in _ = try BaselineDecoder.verify(source: source) }
+    }
+
+    /// Seconds `body` takes to read the file at `path`, handed to it as a source of 1 MiB chunks (nil at
+    /// the end), as the engine reads its local copy of a baseline.
+    static func timedRead(_ path: String, _ body: (@escaping () throws -> [UInt8]?) throws -> Void) throws -> Double {
         guard let file = FileHandle(forReadingAtPath: path) else { throw BenchError("cannot open \(path)") }
         defer { try? file.close() }
         return try timed {
-            _ = try BaselineDecoder.verify {
+            try body {
                 let chunk = file.readData(ofLength: 1 << 20)
                 return chunk.isEmpty ? nil : [UInt8](chunk)
             }

@@ -17,11 +17,11 @@ final class RelayAPI: Sendable {
     let logger: Logger
     /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
     let buffered = Atomic<Int>(0)
+    /// The deadlines of the bodies being read (`request_timeout_s`).
+    let deadlines = BodyDeadlines()
     /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
     /// while the account's latest announced arrival is the one they were made at and no segment was
     /// deleted since. At most ``pageCacheBytes`` in all.
-    /// The deadlines of the bodies being read (`request_timeout_s`).
-    let deadlines = BodyDeadlines()
     private let pages = Mutex<(entries: [PageKey: (latest: UInt64, deletions: Int, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
     /// Segments deleted so far (pruning): a page encoded before a deletion is not reused after it.
     let deletions = Atomic<Int>(0)

@@ -59,14 +59,13 @@ extension Store {
     package func writeBaseline(account: String, emit: ([UInt8]) throws -> Void) throws -> WrittenBaseline {
         // Refusals are found on the store's reader first: a store that keeps refusing (a load or a segment
         // in progress) does not open a connection of its own every round to say so.
-        if let refusal = try reading({ try Self.baselineRefusal($0, node: node) }) { throw refusal }
+        if case .failure(let refusal) = try reading({ try Self.baselineFrontier($0, node: node) }) { throw refusal }
         let connection = try Self.openConnection(path, options: options)
         try connection.execute("PRAGMA query_only = 1")
         try connection.execute("BEGIN DEFERRED")
         defer { try? connection.execute("ROLLBACK") }
         // Again inside the read transaction the baseline is written from: the state may have moved since.
-        if let refusal = try Self.baselineRefusal(connection, node: node) { throw refusal }
-        let frontier = try Self.frontier(connection: connection, node: node)
+        let frontier = try Self.baselineFrontier(connection, node: node).get()
         let historyToken = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log WHERE kind = 0") ?? 0
         let nodes = try NodeTable(connection: connection)
         let header = BaselineHeader(schemaVersion: schema.version, account: account, frontier: frontier)
@@ -89,19 +88,19 @@ extension Store {
         return WrittenBaseline(header: header, rows: encoder.rowCount, bytes: encoder.byteCount, historyToken: historyToken)
     }
 
-    /// Why no baseline can be written from what `connection` sees, or nil when one can.
-    private static func baselineRefusal(_ connection: Connection, node: NodeID) throws -> BaselineRefusal? {
-        if try connection.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil { return .loadInProgress }
+    /// The frontier a baseline written from what `connection` sees would have, or why none can be written.
+    private static func baselineFrontier(_ connection: Connection, node: NodeID) throws -> Result<Frontier, BaselineRefusal> {
+        if try connection.int64("SELECT 1 FROM _ls_meta WHERE key = 'baseline_loading'") != nil { return .failure(.loadInProgress) }
         if case .text(let partial)? = try connection.rows(
             """
             SELECT c.node FROM _ls_cursor c JOIN _ls_segment s ON s.node = c.node
             WHERE s.first_seq <= c.last_seq AND c.last_seq < s.last_seq LIMIT 1
             """
         ).first?.first {
-            return .segmentInProgress(NodeID(partial))
+            return .failure(.segmentInProgress(NodeID(partial)))
         }
-        guard try frontier(connection: connection, node: node).transactionCount > 0 else { return .empty }
-        return nil
+        let frontier = try frontier(connection: connection, node: node)
+        return frontier.transactionCount > 0 ? .success(frontier) : .failure(.empty)
     }
 
     /// Every state of `info`'s rows in key order: those in `_ls_row` and those in `_ls_live` (found
