@@ -28,6 +28,13 @@ static inline int csqlite_bind_blob_static(sqlite3_stmt *stmt, int index, const 
     return sqlite3_bind_blob(stmt, index, bytes, length, SQLITE_STATIC);
 }
 
+// sqlite3_config is variadic too. Turns off SQLite's count of the memory it holds, which takes a global
+// mutex on every allocation; logsync never reads it. Must run before SQLite is initialized (before the
+// first connection opens); returns SQLITE_MISUSE after.
+static inline int csqlite_disable_memory_statistics(void) {
+    return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 // sqlite3_db_config is variadic, which Swift cannot call: one typed wrapper per option logsync sets.
 // Turns the connection's triggers on or off and reports the setting now in effect (or -1 on error).
 static inline int csqlite_enable_triggers(sqlite3 *db, int on) {

@@ -1,7 +1,7 @@
 import CSQLite
 
 /// A raw libsqlite3 connection for baselines: no logsync, opened with the same pragmas a `Store` uses
-/// (WAL, synchronous=NORMAL, foreign_keys, recursive_triggers, busy timeout 5000 ms).
+/// (WAL, synchronous=NORMAL, foreign_keys, recursive_triggers, busy timeout 5000 ms, no memory statistics).
 ///
 /// Not thread-safe; each benchmark keeps its own instance local to one function.
 final class PlainDatabase {
@@ -9,6 +9,8 @@ final class PlainDatabase {
     let handle: OpaquePointer
 
     init(path: String) throws {
+        // The process-wide setting a `Store`'s connections make (`Connection.configured`).
+        _ = csqlite_disable_memory_statistics()
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &db, flags, nil)

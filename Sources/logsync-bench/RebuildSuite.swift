@@ -100,7 +100,7 @@ struct RebuildSuite: ParsableCommand, BenchmarkSuite {
             try SyncEngine(store: store, transport: transport, configuration: configuration).rebuild { progress in
                 Report.progress("    \(grouped(progress.transactions)) transactions from \(grouped(progress.segments)) segments applied")
             }
-            try store.checkpoint()
+            try store.finishBuilding()
             built = store
         }
         if let built {

@@ -409,7 +409,7 @@ extension SyncDaemon {
                 }
                 if switchCancellation.isCancelled { return }
             }
-            try store.checkpoint()
+            try store.finishBuilding()
         }
         try waitUntilClosedHere(pending.buildPath)
         FaultInjection.point("switch.building")

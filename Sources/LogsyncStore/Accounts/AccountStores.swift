@@ -176,6 +176,10 @@ extension StoreOptions {
     public static let syncing = StoreOptions(mmapBytes: 0)
 
     /// How a store being built from its account's logs is opened (an account switch, `docs/accounts.md`):
-    /// as syncd opens every store, without a memory map (``syncing``).
-    public static let rebuilding = syncing
+    /// without a memory map, as syncd opens every store (``syncing``), and with a rollback journal
+    /// (``Journal/rollback``): no one else opens it until it is swapped in, so nothing needs a WAL's
+    /// concurrent readers, and each page is written once instead of twice. A 1M-change rebuild used
+    /// about a tenth less CPU (`docs/BENCHMARKS.md`, rebuild). ``Store/finishBuilding()`` switches it to
+    /// WAL at the end.
+    public static let rebuilding = StoreOptions(journal: .rollback, mmapBytes: 0)
 }

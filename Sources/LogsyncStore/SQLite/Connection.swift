@@ -18,7 +18,15 @@ package final class Connection {
     private let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
 
+    /// Process-wide SQLite settings, applied once before the first connection opens: SQLite's count of
+    /// the memory it holds is off (nothing here reads it, and it took a global mutex on every allocation,
+    /// about 3% of a rebuild's time).
+    private static let configured: Void = {
+        _ = csqlite_disable_memory_statistics()
+    }()
+
     package init(path: String, options: OpenOptions = [.readWrite, .create]) throws(SQLiteError) {
+        _ = Self.configured
         var db: OpaquePointer?
         let flags = options.rawValue | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &db, flags, nil)

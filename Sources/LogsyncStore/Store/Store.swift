@@ -390,8 +390,13 @@ public final class Store: Sendable {
     /// Runs `body` with `synchronous=FULL`, so its commits are on disk before it returns.
     func durably<T>(_ body: () throws -> T) throws -> T {
         guard options.durability != .full else { return try body() }
-        try writer.withLock { try $0.connection.execute("PRAGMA synchronous = FULL") }
-        defer { _ = try? writer.withLock { try $0.connection.execute("PRAGMA synchronous = NORMAL") } }
+        // What the connection had: NORMAL, or FULL while a store is built with a rollback journal.
+        let before = try writer.withLock { state in
+            let before = try state.connection.int64("PRAGMA synchronous") ?? 1
+            try state.connection.execute("PRAGMA synchronous = FULL")
+            return before
+        }
+        defer { _ = try? writer.withLock { try $0.connection.execute("PRAGMA synchronous = \(before)") } }
         return try body()
     }
 
@@ -402,6 +407,23 @@ public final class Store: Sendable {
                 try state.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             } catch {
                 throw Self.storeError(error, path: path, doing: "checkpointing")
+            }
+        }
+    }
+
+    /// Ends the build of a store opened with a rollback journal (``StoreOptions/Journal/rollback``):
+    /// switches it to WAL, as every store apps open is, and empties the WAL. For a store already in WAL
+    /// mode, only the checkpoint. No other connection may be in a transaction on it.
+    public func finishBuilding() throws {
+        try writer.withLock { state in
+            do {
+                guard case .text(let mode)? = try state.connection.scalar("PRAGMA journal_mode = wal"), mode.lowercased() == "wal" else {
+                    throw StoreError(.sqlite, "could not switch the built store \(path) to WAL mode; it is built again", path: path)
+                }
+                try state.connection.execute("PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL")")
+                try state.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            } catch {
+                throw Self.storeError(error, path: path, doing: "switching the built store to WAL")
             }
         }
     }
@@ -461,15 +483,17 @@ public final class Store: Sendable {
     static func openConnection(_ path: String, options: StoreOptions) throws -> Connection {
         let connection = try Connection(path: path)
         try connection.setBusyTimeout(milliseconds: options.busyTimeoutMilliseconds)
-        guard case .text(let mode)? = try connection.scalar("PRAGMA journal_mode = WAL"), mode.lowercased() == "wal" else {
-            throw StoreError(.sqlite, "could not switch \(path) to WAL mode", path: path)
+        // A store built with a rollback journal stays in WAL mode once its build switched it there.
+        let journal = try options.journal == .wal || connection.scalar("PRAGMA journal_mode") == .text("wal") ? "wal" : "truncate"
+        guard case .text(let mode)? = try connection.scalar("PRAGMA journal_mode = \(journal)"), mode.lowercased() == journal else {
+            throw StoreError(.sqlite, "could not switch \(path) to journal mode \(journal)", path: path)
         }
         // Recursive triggers make a REPLACE fire the delete trigger of each row it deletes, so this
         // connection needs none of the displacement triggers that catch those rows for other programs.
         try connection.skipDisplacementTriggers()
         try connection.execute(
             """
-            PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL");
+            PRAGMA synchronous = \(options.durability == .full || journal != "wal" ? "FULL" : "NORMAL");
             PRAGMA foreign_keys = ON;
             PRAGMA recursive_triggers = ON;
             PRAGMA cache_size = -\(options.cacheKibibytes);

@@ -9,9 +9,22 @@ public struct StoreOptions: Sendable {
         case full
     }
 
+    /// How the store keeps a transaction undoable until it commits.
+    public enum Journal: String, Sendable {
+        /// Write-ahead log: readers never wait for the writer. Every store apps use.
+        case wal
+        /// A rollback journal (`journal_mode=TRUNCATE`, `synchronous=FULL`), for a store no one else opens
+        /// yet, being built: each new page is written once, into the database file, where a WAL writes it
+        /// twice (into the log, then into the file by a checkpoint). A crash rolls the interrupted
+        /// transaction back, as with a WAL. Readers wait while the writer commits.
+        /// ``Store/finishBuilding()`` switches the store to ``wal`` before anyone else opens it.
+        case rollback
+    }
+
     /// How long a write waits for another connection (or process) to release the write lock.
     public var busyTimeoutMilliseconds: Int32
     public var durability: Durability
+    public var journal: Journal
     /// SQLite's page cache per connection (`PRAGMA cache_size`). A synced row lives in three B-trees
     /// (the table, its row state, its history), so SQLite's 2 MiB default makes imports read pages again
     /// and again; the default here is 32 MiB.
@@ -20,11 +33,12 @@ public struct StoreOptions: Sendable {
     public var mmapBytes: Int
 
     public init(
-        busyTimeoutMilliseconds: Int32 = 5_000, durability: Durability = .normal, cacheKibibytes: Int = 32_768,
+        busyTimeoutMilliseconds: Int32 = 5_000, durability: Durability = .normal, journal: Journal = .wal, cacheKibibytes: Int = 32_768,
         mmapBytes: Int = 256 << 20
     ) {
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         self.durability = durability
+        self.journal = journal
         self.cacheKibibytes = cacheKibibytes
         self.mmapBytes = mmapBytes
     }
