@@ -74,6 +74,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
             var baselineBytes = 0
             var verifySeconds = 0.0
             var checkSeconds = 0.0
+            let plainSeconds: Double
             do {
                 let rows = NoteFixture.rows(count: sizes.rows)
                 var source: Store?
@@ -104,6 +105,10 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
                 }
                 Report.progress("  setup (untimed): source store written, published, baseline written, tail published, pruned in \(formatted(setup)) s")
                 expected = try Checksum(source!)
+                // The floor: the same rows into plain SQLite, in key order as a baseline holds them (appends
+                // to the primary-key index), one transaction, no row states, no history.
+                plainSeconds = try CaptureSuite.plainBulk(rows.sorted { $0.id < $1.id }[...])
+                Report.progress("  plain SQLite: the same rows bulk-inserted in key order in \(formatted(plainSeconds)) s")
             }
             let replay = try MeasuredChild.run(Self.childArguments(history, directory.file("replayed.sqlite"), sizes.rows, replay: true), what: "replay")
             Report.progress(
@@ -127,6 +132,8 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("bootstrap_1m_s", join.seconds * scale, unit: "s", goal: 3, .lower))
             Report.emit(metric("bootstrap_peak_rss_mb", peakMiB, unit: "MB", goal: 256, .lower, decimals: 1))
             Report.emit(metric("bootstrap_vs_replay", join.seconds / replay.seconds, unit: "x", goal: nil, .lower, decimals: 3))
+            Report.emit(metric("bootstrap_vs_plain", join.seconds / plainSeconds, unit: "x", goal: nil, .lower))
+            Report.emit(metric("plain_key_order_1m_s", plainSeconds * scale, unit: "s", goal: nil, .lower))
             Report.emit(metric("bootstrap_rows_per_s", Double(sizes.rows) / join.seconds, unit: "rows/s", goal: nil, .higher, decimals: 0))
             Report.emit(metric("replay_1m_s", replay.seconds * scale, unit: "s", goal: nil, .lower))
             Report.emit(metric("replay_peak_rss_mb", Double(replay.peakKiB) / 1024, unit: "MB", goal: nil, .lower, decimals: 1))
