@@ -260,8 +260,8 @@ public final class SyncEngine: Sendable {
                             return nil
                         }
                         if let following = pending.first, following.firstSequence == name.lastSequence + 1 {
-                            let (transport, configuration) = (transport, configuration)
-                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration) })
+                            let (transport, configuration, store) = (transport, configuration, store)
+                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration, preparingFor: store) })
                         }
                         return segment
                     }
@@ -372,6 +372,15 @@ public final class SyncEngine: Sendable {
         } catch {
             return .rejected(RejectedSegment(name: name, reason: error.description))
         }
+    }
+
+    /// ``load(_:from:configuration:)``, then the segment's first inserts prepared for `store`
+    /// (``Store/prepareFreshRows(_:)``): on the thread that prefetches the segment, not the writer's.
+    static func load(_ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration, preparingFor store: Store) -> SegmentLoad {
+        let loaded = load(name, from: transport, configuration: configuration)
+        guard case .segment(var segment) = loaded else { return loaded }
+        store.prepareFreshRows(&segment)
+        return .segment(segment)
     }
 
     private func describe(_ name: SegmentName) -> String {

@@ -6,19 +6,22 @@ extension MergeWriter {
     /// Stores the state of a row the merge has just inserted at `rowID`. An orphan holding that key (its
     /// row was replaced or renumbered behind logsync's back) is moved to `_ls_row` first. A rowid too large
     /// for a live key (``SchemaSQL/liveID(entity:rowID:)``) stores the state in `_ls_row`.
+    ///
+    /// `encoded`: `state` already encoded with this writer's node indexes (``FreshRow``).
     func storeLiveState(
-        _ state: RowState, rowID: Int64, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable
+        _ state: RowState, rowID: Int64, primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: inout NodeTable,
+        encoded: [UInt8]? = nil
     ) throws {
         guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
             try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes)
             return
         }
         do {
-            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes)
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes, encoded: encoded)
         } catch {
             guard (error as? SQLiteError)?.isConstraint == true else { throw error }
             try rehomeLiveState(info: info, id: id, nodes: &nodes)
-            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes)
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes, encoded: encoded)
         }
     }
 

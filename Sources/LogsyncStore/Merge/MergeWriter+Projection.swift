@@ -21,7 +21,7 @@ extension MergeWriter {
             if row.info.isIsolated {
                 try refreshIsolated(
                     row.key, info: row.info, state: row.state, isNew: row.isNew, savesWithRow: row.savesWithRow,
-                    structural: row.structural, remaining: &remaining, nodes: &nodes)
+                    structural: row.structural, remaining: &remaining, nodes: &nodes, fresh: row.fresh)
             } else {
                 remaining[row.key] = (remaining[row.key] ?? false) || row.structural
             }
@@ -56,9 +56,9 @@ extension MergeWriter {
     /// what depends on them (rows referring to them, after a structural change).
     func refreshIsolated(
         _ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool, structural: Bool,
-        remaining: inout [RowKey: Bool], nodes: inout NodeTable
+        remaining: inout [RowKey: Bool], nodes: inout NodeTable, fresh: FreshRow? = nil
     ) throws {
-        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, nodes: &nodes)
+        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, nodes: &nodes, fresh: fresh)
         if structural, info.isReferenced {
             for child in try children(of: key, info: info) { remaining[child] = true }
         }
@@ -123,10 +123,10 @@ extension MergeWriter {
     /// not in the table (local history is always folded before a merge), so it is not looked up.
     ///
     /// `savesWithRow`: the state is not stored yet; store it in `_ls_live` if the row is inserted, else in
-    /// `_ls_row`.
+    /// `_ls_row`. `fresh`: `state` prepared as a first insert, its values and encoding ready.
     func writeIsolated(
         _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool,
-        nodes: inout NodeTable
+        nodes: inout NodeTable, fresh: FreshRow? = nil
     ) throws {
         let actual = isNew ? nil : try baseRow(info, primaryKey)
         guard state.exists else {
@@ -138,7 +138,11 @@ extension MergeWriter {
         guard let actual else {
             let rowID: Int64
             do {
-                rowID = try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+                if let fresh {
+                    rowID = try insertRow(info, primaryKey) { bit, _ in fresh.values[bit] }
+                } else {
+                    rowID = try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+                }
             } catch {
                 guard isNew, (error as? SQLiteError)?.isConstraint == true, let stored = try loadLiveState(primaryKey, info: info, nodes: nodes) else {
                     throw error
@@ -151,7 +155,7 @@ extension MergeWriter {
                 return
             }
             if savesWithRow {
-                try storeLiveState(state, rowID: rowID, primaryKey: primaryKey, info: info, nodes: &nodes)
+                try storeLiveState(state, rowID: rowID, primaryKey: primaryKey, info: info, nodes: &nodes, encoded: fresh?.encodedState)
             }
             return
         }

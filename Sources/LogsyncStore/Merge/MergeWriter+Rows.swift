@@ -152,6 +152,8 @@ struct MergedRows {
         var savesWithRow: Bool
         /// Some change to it can alter other rows' projection.
         var structural: Bool
+        /// The row's first insert as prepared (``FreshRow``), while ``state`` is still the state it holds.
+        var fresh: FreshRow?
     }
 
     private(set) var rows: [Row] = []
@@ -182,21 +184,23 @@ struct MergedRows {
     /// `savesWithRow`: the state was not stored (see ``Row/savesWithRow``); otherwise it was.
     mutating func record(
         _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool,
-        savesWithRow: Bool = false
+        savesWithRow: Bool = false, fresh: FreshRow? = nil
     ) {
         if let position {
             rows[position].state = state
             rows[position].structural = rows[position].structural || structural
             rows[position].savesWithRow = rows[position].savesWithRow && savesWithRow
+            rows[position].fresh = nil
         } else {
             if !keysAreDistinct { positions[key] = rows.count }
-            rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural))
+            rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural, fresh: fresh))
         }
     }
 
     /// The row at `position`, first merged as new, had a state in `_ls_live` after all: it is in the table.
     mutating func foundLiveState(at position: Int) {
         rows[position].isNew = false
+        rows[position].fresh = nil
     }
 
     /// Every merged state, by key.

@@ -114,13 +114,15 @@ struct MergeWriter {
     /// the entity (the default); into `_ls_live`, the live id.
     func writeState(
         _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, with statement: Statement, first: Int64? = nil,
-        nodes: inout NodeTable
+        nodes: inout NodeTable, encoded: [UInt8]? = nil
     ) throws {
-        try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
+        if encoded == nil {
+            try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &statements.encodeBuffer)
+        }
         try statement.bind(first ?? info.id, at: 1)
         try statement.bind(primaryKey, at: 2)
         try statement.bind(Int64(state.causalLength), at: 3)
-        try statements.encodeBuffer.withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
+        try (encoded ?? statements.encodeBuffer).withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
         try statement.run()
     }
 

@@ -4,8 +4,9 @@ extension Store {
     /// Inside a sync transaction: merges one transaction from another node into the row states,
     /// re-projects the rows it affects, and closes the visible result with a marker carrying the
     /// transaction's origin, author, context and timestamp, so contexts see it as one imported history
-    /// transaction. Returns its token, or nil when nothing visible changed.
-    func applyRemote(_ transaction: LogTransaction, from origin: NodeID, state: inout WriterState) throws -> HistoryToken? {
+    /// transaction. Returns its token, or nil when nothing visible changed. `fresh`: its changes' prepared
+    /// first inserts (``FreshRow``), where the segment's reader prepared them.
+    func applyRemote(_ transaction: LogTransaction, from origin: NodeID, state: inout WriterState, fresh: [FreshRow?]? = nil) throws -> HistoryToken? {
         try captureMergeHistoryDirectly(&state)
         let connection = state.connection
         let writer = MergeWriter(state: state, catalog: catalog)
@@ -14,7 +15,7 @@ extension Store {
         var merged = MergedRows(capacity: transaction.changes.count)
         var entitiesWithStates: [Int64: Bool] = [:]
         var entity: Catalog.EntityInfo?
-        for change in transaction.changes {
+        for (index, change) in transaction.changes.enumerated() {
             // A transaction's changes usually share an entity: compare the name before hashing it.
             if entity?.entity.name != change.entity { entity = catalog.byName[change.entity] }
             guard let info = entity else {
@@ -24,7 +25,8 @@ extension Store {
                     path: path)
             }
             try merge(
-                change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
+                change, info: info, at: clock, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates,
+                fresh: fresh?[index])
         }
         try writer.refresh(merged, nodes: &state.nodes)
         return try appendMarker(
@@ -33,10 +35,11 @@ extension Store {
     }
 
     /// Merges one change into its row's state (as this transaction left it, or as stored) and stores the
-    /// result if it changed.
+    /// result if it changed. `fresh`: the change prepared as a first insert (its state is the one computed
+    /// here from an empty state).
     private func merge(
         _ change: LogChange, info: Catalog.EntityInfo, at clock: Clock, into merged: inout MergedRows, writer: MergeWriter,
-        nodes: inout NodeTable, entitiesWithStates: inout [Int64: Bool]
+        nodes: inout NodeTable, entitiesWithStates: inout [Int64: Bool], fresh: FreshRow?
     ) throws {
         let key = RowKey(change.entity, change.primaryKey)
         let position = merged.position(of: key)
@@ -45,12 +48,12 @@ extension Store {
         // A row of an isolated entity gets its state in `_ls_live` when the projection inserts it; only
         // `_ls_row` is looked in here, and a state in `_ls_live` makes that insert fail instead.
         if position == nil, change.kind == .insert, change.causalLength == 1 {
-            var next = RowState()
-            if next.merge(change, at: clock) {
+            var next = fresh?.state ?? RowState()
+            if fresh != nil || next.merge(change, at: clock) {
                 let structural = writer.isStructural(info, from: nil, to: next)
                 if info.isIsolated {
                     if try !writer.hasStoredState(change.primaryKey, info: info, entitiesWithStates: &entitiesWithStates) {
-                        merged.record(key, info: info, state: next, at: nil, isNew: true, structural: structural, savesWithRow: true)
+                        merged.record(key, info: info, state: next, at: nil, isNew: true, structural: structural, savesWithRow: true, fresh: fresh)
                         return
                     }
                 } else if try writer.saveStateIfNew(next, primaryKey: change.primaryKey, info: info, nodes: &nodes) {

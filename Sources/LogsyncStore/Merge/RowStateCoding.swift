@@ -8,12 +8,20 @@ enum RowStateCoding {
     static func encode(
         _ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection, into out: inout [UInt8]
     ) throws {
+        try encode(state, info: info, into: &out) { try nodes.index(of: $0, connection: connection) }
+    }
+
+    /// Encodes `state` with node indexes from `index`: ``NodeTable``'s on the writer's connection, or ones
+    /// known beforehand where rows are prepared off the writer's thread (``FreshRow``).
+    static func encode(
+        _ state: RowState, info: Catalog.EntityInfo, into out: inout [UInt8], index: (NodeID) throws -> Int64
+    ) rethrows {
         out.removeAll(keepingCapacity: true)
         out.reserveCapacity(16 + state.columns.count * 24)
         if let deleted = state.deletedAt {
             out.append(1)
             appendFixed(deleted.timestamp.rawValue, to: &out)
-            appendVarint(UInt64(try nodes.index(of: deleted.node, connection: connection)), to: &out)
+            appendVarint(UInt64(try index(deleted.node)), to: &out)
         } else {
             out.append(0)
         }
@@ -21,7 +29,7 @@ enum RowStateCoding {
         // count comes first: a one-byte varint while there are fewer than 128 columns, patched afterwards.
         // (A column name listed twice — never registered so — has the bit of its first place.)
         guard info.columns.count < 0x80, info.bits.count == info.columns.count else {
-            try encodeRegistersSorted(state, info: info, nodes: &nodes, connection: connection, into: &out)
+            try encodeRegistersSorted(state, info: info, into: &out, index: index)
             return
         }
         let countOffset = out.count
@@ -29,7 +37,7 @@ enum RowStateCoding {
         var count: UInt8 = 0
         for (bit, name) in info.columns.enumerated() {
             guard let register = state.columns[name] else { continue }
-            try appendRegister(register, bit: bit, nodes: &nodes, connection: connection, to: &out)
+            try appendRegister(register, bit: bit, to: &out, index: index)
             count += 1
         }
         out[countOffset] = count
@@ -37,8 +45,8 @@ enum RowStateCoding {
 
     /// The registers of a state whose entity has too many columns for a one-byte count.
     private static func encodeRegistersSorted(
-        _ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable, connection: Connection, into out: inout [UInt8]
-    ) throws {
+        _ state: RowState, info: Catalog.EntityInfo, into out: inout [UInt8], index: (NodeID) throws -> Int64
+    ) rethrows {
         var registers: [(bit: Int, register: Register)] = []
         for (name, register) in state.columns {
             if let bit = info.bit(of: name) { registers.append((bit, register)) }
@@ -46,16 +54,16 @@ enum RowStateCoding {
         registers.sort { $0.bit < $1.bit }
         appendVarint(UInt64(registers.count), to: &out)
         for (bit, register) in registers {
-            try appendRegister(register, bit: bit, nodes: &nodes, connection: connection, to: &out)
+            try appendRegister(register, bit: bit, to: &out, index: index)
         }
     }
 
     private static func appendRegister(
-        _ register: Register, bit: Int, nodes: inout NodeTable, connection: Connection, to out: inout [UInt8]
-    ) throws {
+        _ register: Register, bit: Int, to out: inout [UInt8], index: (NodeID) throws -> Int64
+    ) rethrows {
         appendVarint(UInt64(bit), to: &out)
         appendFixed(register.clock.timestamp.rawValue, to: &out)
-        appendVarint(UInt64(try nodes.index(of: register.clock.node, connection: connection)), to: &out)
+        appendVarint(UInt64(try index(register.clock.node)), to: &out)
         appendValue(register.value, to: &out)
     }
 
@@ -228,6 +236,9 @@ struct NodeTable {
         byNode[node] = index
         return index
     }
+
+    /// The index of `node`, if it has one already.
+    func knownIndex(of node: NodeID) -> Int64? { byNode[node] }
 
     func node(at index: Int64) throws -> NodeID {
         guard let node = byIndex[index] else { throw RowStateCoding.corrupt("unknown node index \(index)") }

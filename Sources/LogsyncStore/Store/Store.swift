@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
+import Synchronization
 
 /// A local SQLite store whose synced tables record persistent history.
 ///
@@ -25,6 +26,8 @@ public final class Store: Sendable {
     private let checkpoints: Checkpoints
     /// Lets a long import know that a writer waits (see ``WriterIntent``).
     let intent: WriterIntent
+    /// Node indexes the writer has handed out, for preparing imports on other threads (``FreshRows``).
+    let knownNodeIndexes = Mutex<[NodeID: Int64]>([:])
 
     /// WAL frames (pages) after which a write transaction is followed by a checkpoint: SQLite's own
     /// automatic-checkpoint threshold. See ``Checkpoints``.

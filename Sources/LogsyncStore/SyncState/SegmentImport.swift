@@ -20,6 +20,8 @@ package struct SegmentImport: Sendable {
     package var transactions: [LogTransaction]
     /// The checksum of its bytes: a segment interrupted between batches resumes only with the same bytes.
     package var checksum: UInt64
+    /// Its first inserts, prepared on the thread that decoded it (``Store/prepareFreshRows(_:)``).
+    var fresh: FreshRows?
 
     package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
         self.header = header
@@ -142,6 +144,7 @@ extension Store {
         let connection = state.connection
         let origin = Value.text(run.origin.rawValue)
         var cursor = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [origin]) ?? 0)
+        try publishNodeIndex(&state.nodes, of: run.origin, connection: connection)
         let deadline = ContinuousClock.now + .milliseconds(run.batching.maximumMilliseconds)
         var changes = 0
         var end = BatchEnd.exhausted
@@ -176,12 +179,13 @@ extension Store {
             }
             guard let segment = run.current else { continue }
             var last: LogTransaction?
-            for transaction in segment.transactions where transaction.sequence > cursor {
+            let fresh = segment.fresh.flatMap { $0.matches(state.nodes) ? $0.rows : nil }
+            for (index, transaction) in segment.transactions.enumerated() where transaction.sequence > cursor {
                 if changes > 0, let reason = batchEnd(run.batching, changes: changes, adding: transaction.changes.count, deadline: deadline) {
                     end = reason
                     break
                 }
-                _ = try applyRemote(transaction, from: run.origin, state: &state)
+                _ = try applyRemote(transaction, from: run.origin, state: &state, fresh: fresh?[index])
                 changes += transaction.changes.count
                 run.appliedOfCurrent += 1
                 cursor = transaction.sequence
