@@ -13,7 +13,8 @@ import LogsyncTransport
 ///
 /// Untimed: N Note inserts are written into a source store in transactions of 1,000 rows, exported as
 /// segments of at most 2,000 changes and published into a shared folder (the account's logs).
-/// The store is opened as syncd opens a store it builds (`StoreOptions.rebuilding`: no memory map).
+/// The store is opened as syncd opens a store it builds (`StoreOptions.rebuilding`: no memory map, a
+/// rollback journal) and switched to WAL at the end (`Store.finishBuilding()`).
 /// Timed, in a child process (so that its peak RSS is the rebuild's alone: the child's own `VmHWM`, read
 /// by the child at the end; `getrusage` of the children would count the parent's peak, since the child
 /// was spawned from the parent's address space before it exec'd): a fresh store is created and `SyncEngine.rebuild` imports every segment from the folder,
