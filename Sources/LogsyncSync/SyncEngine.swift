@@ -260,8 +260,8 @@ public final class SyncEngine: Sendable {
                             return nil
                         }
                         if let following = pending.first, following.firstSequence == name.lastSequence + 1 {
-                            let (transport, configuration, store) = (transport, configuration, store)
-                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration, preparingFor: store) })
+                            let (transport, configuration, preparer) = (transport, configuration, store.freshRowPreparer)
+                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration, preparingFor: preparer) })
                         }
                         return segment
                     }
@@ -374,12 +374,14 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    /// ``load(_:from:configuration:)``, then the segment's first inserts prepared for `store`
-    /// (``Store/prepareFreshRows(_:)``): on the thread that prefetches the segment, not the writer's.
-    static func load(_ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration, preparingFor store: Store) -> SegmentLoad {
+    /// ``load(_:from:configuration:)``, then the segment's first inserts prepared (``FreshRowPreparer``): on
+    /// the thread that prefetches the segment, not the writer's.
+    static func load(
+        _ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration, preparingFor preparer: FreshRowPreparer
+    ) -> SegmentLoad {
         let loaded = load(name, from: transport, configuration: configuration)
         guard case .segment(var segment) = loaded else { return loaded }
-        store.prepareFreshRows(&segment)
+        preparer.prepare(&segment)
         return .segment(segment)
     }
 

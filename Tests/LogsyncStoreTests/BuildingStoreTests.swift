@@ -26,6 +26,8 @@ struct BuildingStoreTests {
         do {
             let store = try Store(path: path, schema: Fixtures.schema, options: .rebuilding)
             #expect(try Self.journalMode(store) == [[.text("truncate")]])
+            // Every commit is synced while the store has a rollback journal (2 = FULL).
+            #expect(try store.read("PRAGMA synchronous") == [[.integer(2)]])
             try store.write { tx in try tx.insert("Note", ["id": Fixtures.id(), "title": "built"]) }
             try store.finishBuilding()
             #expect(try Self.journalMode(store) == [[.text("wal")]])
@@ -42,6 +44,8 @@ struct BuildingStoreTests {
         #expect(!FileManager.default.fileExists(atPath: path + "-journal"))
     }
 
+    /// SQLite's own recovery, on a file in the building store's journal mode, then opened as a build is
+    /// resumed.
     @Test("a building store whose writer is killed with pages of its transaction already in the file opens as it was at the last commit")
     func killedMidTransaction() async throws {
         let directory = try TemporaryDirectory("building")

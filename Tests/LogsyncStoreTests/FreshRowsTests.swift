@@ -52,7 +52,7 @@ struct FreshRowsTests {
         try Self.importAll([segments[0]], into: prepared)
         var rest = Array(segments[1...])
         for index in rest.indices {
-            prepared.prepareFreshRows(&rest[index])
+            prepared.freshRowPreparer.prepare(&rest[index])
             let fresh = try #require(rest[index].fresh, "the writer published the node's index with the first segment")
             #expect(fresh.rows.joined().compactMap { $0 }.count == 4 * 30 + (index == 0 ? 2 : 0))
         }
@@ -61,6 +61,27 @@ struct FreshRowsTests {
         #expect(try Self.content(prepared) == Self.content(merged))
         #expect(try prepared.read(#"SELECT count(*) FROM "Doc" WHERE id = ?"#, [deleted]) == [[.integer(0)]])
         #expect(try prepared.read(#"SELECT count(*) FROM "Doc""#) == [[.integer(3 * 4 * 30 + 1 - 1)]])
+    }
+
+    @Test("the writer stores prepared rows as they were prepared")
+    func preparedRowsAreWritten() throws {
+        let segments = Fixtures.docSegments(count: 2, transactions: 1, changes: 3)
+        let directory = try TemporaryDirectory("fresh")
+        let store = try Store(path: directory.file("store.sqlite"), schema: Fixtures.docSchema)
+        try Self.importAll([segments[0]], into: store)
+        var second = segments[1]
+        store.freshRowPreparer.prepare(&second)
+        let fresh = try #require(second.fresh)
+        // A preparation that says another body than the change: only a writer that uses it stores it.
+        let marked = fresh.rows.map { transaction in
+            transaction.map { row in row.map { FreshRow(state: $0.state, values: [.text("prepared")], encodedState: $0.encodedState) } }
+        }
+        second.fresh = FreshRows(nodeIndexes: fresh.nodeIndexes, rows: marked)
+        try Self.importAll([second], into: store)
+        let keys = second.transactions[0].changes.map(\.primaryKey)
+        for key in keys {
+            #expect(try store.read(#"SELECT body FROM "Doc" WHERE id = ?"#, [key]) == [[.text("prepared")]])
+        }
     }
 
     @Test("a segment prepared with a node index the writer does not have is merged without its preparation")
@@ -75,7 +96,7 @@ struct FreshRowsTests {
         // As if a rolled-back transaction had handed out this index.
         store.knownNodeIndexes.withLock { $0[segments[1].header.node] = 99 }
         var second = segments[1]
-        store.prepareFreshRows(&second)
+        store.freshRowPreparer.prepare(&second)
         #expect(second.fresh?.nodeIndexes == [segments[1].header.node: 99])
         try Self.importAll([second], into: store)
         #expect(try Self.content(store) == Self.content(merged))

@@ -1,4 +1,5 @@
 import LogsyncCore
+import Synchronization
 
 /// The first insert of a row of an isolated entity, prepared off the writer's thread: what the merge's
 /// fast path for a new row (`RemoteApply.swift`) computes and the projection writes, done while the
@@ -43,13 +44,27 @@ struct FreshRows: Sendable {
     }
 }
 
-extension Store {
-    /// Prepares the segment's first inserts of rows of isolated entities (``FreshRow``), if the writer has
-    /// published the index of the segment's node (``publishNodeIndex(_:of:)``). Touches no connection:
-    /// runs on the thread that read and decoded the segment.
-    package func prepareFreshRows(_ segment: inout SegmentImport) {
+/// Node indexes a store's writer has handed out, published for the threads that prepare imports.
+final class PublishedNodeIndexes: Sendable {
+    private let indexes = Mutex<[NodeID: Int64]>([:])
+
+    func withLock<T>(_ body: (inout [NodeID: Int64]) -> T) -> T {
+        indexes.withLock { body(&$0) }
+    }
+}
+
+/// Prepares first inserts (``FreshRow``) off the writer's thread: the store's catalog and the node indexes
+/// its writer published, nothing else. It holds no connection and does not keep the store open, so a
+/// prefetch still running after an import stopped does not hold up closing it.
+package struct FreshRowPreparer: Sendable {
+    let catalog: Catalog
+    let published: PublishedNodeIndexes
+
+    /// Prepares the segment's first inserts of rows of isolated entities, if the writer has published
+    /// the index of the segment's node (``Store/publishNodeIndex(_:of:connection:)``).
+    package func prepare(_ segment: inout SegmentImport) {
         let origin = segment.header.node
-        guard let originIndex = knownNodeIndexes.withLock({ $0[origin] }) else { return }
+        guard let originIndex = published.withLock({ $0[origin] }) else { return }
         struct OtherNode: Error {}
         var buffer: [UInt8] = []
         var entity: Catalog.EntityInfo?
@@ -77,9 +92,14 @@ extension Store {
         }
         if prepared > 0 { segment.fresh = FreshRows(nodeIndexes: [origin: originIndex], rows: rows) }
     }
+}
+
+extension Store {
+    /// What prepares this store's imports on other threads.
+    package var freshRowPreparer: FreshRowPreparer { FreshRowPreparer(catalog: catalog, published: knownNodeIndexes) }
 
     /// Inside a write transaction: makes sure `node` has an index and publishes it for
-    /// ``prepareFreshRows(_:)`` on other threads.
+    /// ``FreshRowPreparer`` on other threads.
     func publishNodeIndex(_ nodes: inout NodeTable, of node: NodeID, connection: Connection) throws {
         let index = try nodes.index(of: node, connection: connection)
         knownNodeIndexes.withLock { $0[node] = index }

@@ -27,7 +27,7 @@ public final class Store: Sendable {
     /// Lets a long import know that a writer waits (see ``WriterIntent``).
     let intent: WriterIntent
     /// Node indexes the writer has handed out, for preparing imports on other threads (``FreshRows``).
-    let knownNodeIndexes = Mutex<[NodeID: Int64]>([:])
+    let knownNodeIndexes = PublishedNodeIndexes()
 
     /// WAL frames (pages) after which a write transaction is followed by a checkpoint: SQLite's own
     /// automatic-checkpoint threshold. See ``Checkpoints``.
@@ -57,6 +57,10 @@ public final class Store: Sendable {
         /// Whether some synced table has a trigger logsync did not create, and at which schema cookie
         /// that was found.
         var foreignTriggers: (cookie: Int64, present: Bool)?
+        /// Calls of ``Store/durably(_:)`` under way: the first sets `synchronous=FULL`, the last sets back
+        /// what the connection had.
+        var durableCalls = 0
+        var synchronousBeforeDurable: Int64 = 1
 
         init(connection: Connection, clock: HybridLogicalClock, nodes: NodeTable) {
             self.connection = connection
@@ -393,13 +397,21 @@ public final class Store: Sendable {
     /// Runs `body` with `synchronous=FULL`, so its commits are on disk before it returns.
     func durably<T>(_ body: () throws -> T) throws -> T {
         guard options.durability != .full else { return try body() }
-        // What the connection had: NORMAL, or FULL while a store is built with a rollback journal.
-        let before = try writer.withLock { state in
-            let before = try state.connection.int64("PRAGMA synchronous") ?? 1
-            try state.connection.execute("PRAGMA synchronous = FULL")
-            return before
+        // Counted, so that overlapping calls end with what the connection had before the first: NORMAL,
+        // or FULL while a store is built with a rollback journal.
+        try writer.withLock { state in
+            if state.durableCalls == 0 {
+                state.synchronousBeforeDurable = try state.connection.int64("PRAGMA synchronous") ?? 1
+                try state.connection.execute("PRAGMA synchronous = FULL")
+            }
+            state.durableCalls += 1
         }
-        defer { _ = try? writer.withLock { try $0.connection.execute("PRAGMA synchronous = \(before)") } }
+        defer {
+            writer.withLock { state in
+                state.durableCalls -= 1
+                if state.durableCalls == 0 { _ = try? state.connection.execute("PRAGMA synchronous = \(state.synchronousBeforeDurable)") }
+            }
+        }
         return try body()
     }
 

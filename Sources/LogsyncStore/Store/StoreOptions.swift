@@ -16,7 +16,8 @@ public struct StoreOptions: Sendable {
         /// A rollback journal (`journal_mode=TRUNCATE`, `synchronous=FULL`), for a store no one else opens
         /// yet, being built: each new page is written once, into the database file, where a WAL writes it
         /// twice (into the log, then into the file by a checkpoint). A crash rolls the interrupted
-        /// transaction back, as with a WAL. Readers wait while the writer commits.
+        /// transaction back, as with a WAL. Readers wait while the writer holds its lock: from the first
+        /// time a large transaction spills pages into the file until it commits.
         /// ``Store/finishBuilding()`` switches the store to ``wal`` before anyone else opens it.
         case rollback
     }

@@ -20,7 +20,7 @@ package struct SegmentImport: Sendable {
     package var transactions: [LogTransaction]
     /// The checksum of its bytes: a segment interrupted between batches resumes only with the same bytes.
     package var checksum: UInt64
-    /// Its first inserts, prepared on the thread that decoded it (``Store/prepareFreshRows(_:)``).
+    /// Its first inserts, prepared on the thread that decoded it (``FreshRowPreparer``).
     var fresh: FreshRows?
 
     package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
