@@ -76,7 +76,7 @@ struct FreshRowsTests {
         let marked = fresh.rows.map { transaction in
             transaction.map { row in row.map { FreshRow(state: $0.state, values: [.text("prepared")], encodedState: $0.encodedState) } }
         }
-        second.fresh = FreshRows(nodeIndexes: fresh.nodeIndexes, rows: marked)
+        second.fresh = FreshRows(node: fresh.node, nodeIndex: fresh.nodeIndex, rows: marked)
         try Self.importAll([second], into: store)
         let keys = second.transactions[0].changes.map(\.primaryKey)
         for key in keys {
@@ -97,7 +97,8 @@ struct FreshRowsTests {
         store.knownNodeIndexes.withLock { $0[segments[1].header.node] = 99 }
         var second = segments[1]
         store.freshRowPreparer.prepare(&second)
-        #expect(second.fresh?.nodeIndexes == [segments[1].header.node: 99])
+        #expect(second.fresh?.node == segments[1].header.node)
+        #expect(second.fresh?.nodeIndex == 99)
         try Self.importAll([second], into: store)
         #expect(try Self.content(store) == Self.content(merged))
     }

@@ -19,7 +19,7 @@ final class FreshRow: Sendable {
     let state: RowState
     /// The row's columns in the entity's column order, with the defaults the insert did not set.
     let values: [DatabaseValue]
-    /// `state` as `_ls_live` stores it, encoded with ``FreshRows/nodeIndexes``.
+    /// `state` as `_ls_live` stores it, encoded with ``FreshRows/nodeIndex``.
     let encodedState: [UInt8]
 
     init(state: RowState, values: [DatabaseValue], encodedState: [UInt8]) {
@@ -31,16 +31,17 @@ final class FreshRow: Sendable {
 
 /// A segment's prepared inserts (``FreshRow``), per transaction and change.
 struct FreshRows: Sendable {
-    /// The node indexes the states were encoded with. The writer uses the rows only while its
-    /// ``NodeTable`` maps these nodes to the same indexes (a rolled-back transaction may have handed an
+    /// The segment's node, and the index its clocks were encoded with. The writer uses the rows only
+    /// while its ``NodeTable`` gives the node the same index (a rolled-back transaction may have handed an
     /// index out that it then forgot).
-    let nodeIndexes: [NodeID: Int64]
+    let node: NodeID
+    let nodeIndex: Int64
     /// Per transaction of the segment, per change: the prepared insert, or nil where the merge works it out.
     let rows: [[FreshRow?]]
 
     /// Whether the states can be stored as they are encoded, with the writer's node indexes.
     func matches(_ nodes: NodeTable) -> Bool {
-        nodeIndexes.allSatisfy { nodes.knownIndex(of: $0.key) == $0.value }
+        nodes.knownIndex(of: node) == nodeIndex
     }
 }
 
@@ -77,7 +78,7 @@ package struct FreshRowPreparer: Sendable {
                 guard let info = entity, info.isIsolated else { return nil }
                 var state = RowState()
                 guard state.merge(change, at: clock) else { return nil }
-                let values = info.columns.enumerated().map { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
+                let values = info.columns.indices.map { info.value(at: $0, of: state) }
                 do {
                     try RowStateCoding.encode(state, info: info, into: &buffer) { node in
                         guard node == origin else { throw OtherNode() }
@@ -90,7 +91,7 @@ package struct FreshRowPreparer: Sendable {
                 return FreshRow(state: state, values: values, encodedState: buffer)
             }
         }
-        if prepared > 0 { segment.fresh = FreshRows(nodeIndexes: [origin: originIndex], rows: rows) }
+        if prepared > 0 { segment.fresh = FreshRows(node: origin, nodeIndex: originIndex, rows: rows) }
     }
 }
 

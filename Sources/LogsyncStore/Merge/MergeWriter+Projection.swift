@@ -138,11 +138,7 @@ extension MergeWriter {
         guard let actual else {
             let rowID: Int64
             do {
-                if let fresh {
-                    rowID = try insertRow(info, primaryKey) { bit, _ in fresh.values[bit] }
-                } else {
-                    rowID = try insertRow(info, primaryKey) { bit, column in state.columns[column]?.value ?? info.defaults[bit] }
-                }
+                rowID = try insertRow(info, primaryKey) { bit, _ in fresh?.values[bit] ?? info.value(at: bit, of: state) }
             } catch {
                 guard isNew, (error as? SQLiteError)?.isConstraint == true, let stored = try loadLiveState(primaryKey, info: info, nodes: nodes) else {
                     throw error
@@ -161,7 +157,7 @@ extension MergeWriter {
         }
         var changed: [(column: String, value: DatabaseValue)] = []
         for (bit, column) in info.columns.enumerated() {
-            let value = state.columns[column]?.value ?? info.defaults[bit]
+            let value = info.value(at: bit, of: state)
             if actual[column] != value { changed.append((column, value)) }
         }
         guard !changed.isEmpty else { return }

@@ -65,6 +65,12 @@ struct Catalog: Sendable {
 
         func bit(of column: String) -> Int? { bits[column] }
 
+        /// What the row's column at `bit` holds when the row projects from `state` alone (an isolated
+        /// entity): its register's value, or the column's default.
+        func value(at bit: Int, of state: RowState) -> DatabaseValue {
+            state.columns[columns[bit]]?.value ?? defaults[bit]
+        }
+
         /// A row of an isolated entity (no unique keys, no references) projects from its own state alone.
         let isIsolated: Bool
     }

@@ -435,7 +435,7 @@ public final class Store: Sendable {
                 guard case .text(let mode)? = try state.connection.scalar("PRAGMA journal_mode = wal"), mode.lowercased() == "wal" else {
                     throw StoreError(.sqlite, "could not switch the built store \(path) to WAL mode; it is built again", path: path)
                 }
-                try state.connection.execute("PRAGMA synchronous = \(options.durability == .full ? "FULL" : "NORMAL")")
+                try state.connection.execute("PRAGMA synchronous = \(options.synchronous(wal: true))")
                 try state.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             } catch {
                 throw Self.storeError(error, path: path, doing: "switching the built store to WAL")
@@ -508,7 +508,7 @@ public final class Store: Sendable {
         try connection.skipDisplacementTriggers()
         try connection.execute(
             """
-            PRAGMA synchronous = \(options.durability == .full || journal != "wal" ? "FULL" : "NORMAL");
+            PRAGMA synchronous = \(options.synchronous(wal: journal == "wal"));
             PRAGMA foreign_keys = ON;
             PRAGMA recursive_triggers = ON;
             PRAGMA cache_size = -\(options.cacheKibibytes);

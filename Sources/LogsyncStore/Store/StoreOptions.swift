@@ -33,6 +33,12 @@ public struct StoreOptions: Sendable {
     /// How much of the file SQLite may read through a memory map instead of read(2) (`PRAGMA mmap_size`).
     public var mmapBytes: Int
 
+    /// The `synchronous` setting of a connection whose file is in WAL mode (`wal`) or has a rollback
+    /// journal: FULL for ``Durability/full`` and for a rollback journal, NORMAL for a WAL otherwise.
+    func synchronous(wal: Bool) -> String {
+        durability == .full || !wal ? "FULL" : "NORMAL"
+    }
+
     public init(
         busyTimeoutMilliseconds: Int32 = 5_000, durability: Durability = .normal, journal: Journal = .wal, cacheKibibytes: Int = 32_768,
         mmapBytes: Int = 256 << 20
