@@ -58,6 +58,12 @@ struct RetentionDaemonTests {
         // What c would need from a is really gone from the shared folder: only a baseline can bring it.
         let remaining = try Self.segments(in: cluster, of: nodeA)
         #expect(remaining.allSatisfy { $0.firstSequence > UInt64(prunedThrough) }, "a's segments left: \(remaining)")
+        // a writes on after what it pruned: its writes so far may all be pruned already, once b applied
+        // them and a baseline covered them, and c must have segments of a to apply after its baseline.
+        try a.openStore().write(author: a.name) { try $0.insert("Note", note("a after pruning")) }
+        _ = try await eventually(within: .seconds(10), every: .milliseconds(50), "a exports its write after pruning:\n\(a.log)") {
+            try a.openStore().exportedSequence() > UInt64(prunedThrough) ? true : nil
+        }
         #expect(try a.openStore().exportedSequence() > UInt64(prunedThrough), "a wrote on after what it pruned")
 
         // c returns: it loads a baseline that covers what a deleted, and keeps its offline change.
