@@ -1,8 +1,27 @@
 import LogsyncCore
 
-/// The byte form of a ``RowState`` in `_ls_row.state`: the latest delete's clock, then one register per
-/// column (column bit, clock, value). Node ids are stored as small indexes into `_ls_node`.
+/// The byte form of a ``RowState`` in `_ls_row.state` and `_ls_live.state`. Node ids are stored as small
+/// indexes into `_ls_node`.
+///
+/// - a flags byte: ``Flags/deleted``, ``Flags/sharedClock``, ``Flags/everyColumn``;
+/// - the latest delete's clock (timestamp, node), if `deleted`;
+/// - the number of registers (varint);
+/// - their one clock, if `sharedClock`;
+/// - each register in column-bit order: its column bit (unless `everyColumn`: the registers are the
+///   columns 0, 1, … in order), its clock (unless `sharedClock`), its value.
+///
+/// Most states are a row written once: every column set by one insert, at one clock. Written out per
+/// register, the clock and bit took 10 of a Note register's 20–50 bytes, and `_ls_live` was the store's
+/// largest table (store format 5; states of format 4, flags 0 or 1, read the same).
 enum RowStateCoding {
+    /// The bits of a state's first byte.
+    enum Flags {
+        static let deleted: UInt8 = 0x01
+        static let sharedClock: UInt8 = 0x02
+        static let everyColumn: UInt8 = 0x04
+        static let all: UInt8 = deleted | sharedClock | everyColumn
+    }
+
     /// Encodes `state` into `out`, replacing its contents (its capacity is kept, so one buffer serves
     /// every row of a merge).
     static func encode(
@@ -16,55 +35,96 @@ enum RowStateCoding {
     static func encode(
         _ state: RowState, info: Catalog.EntityInfo, into out: inout [UInt8], index: (NodeID) throws -> Int64
     ) rethrows {
-        out.removeAll(keepingCapacity: true)
-        out.reserveCapacity(16 + state.columns.count * 24)
-        if let deleted = state.deletedAt {
-            out.append(1)
-            appendFixed(deleted.timestamp.rawValue, to: &out)
-            appendVarint(UInt64(try index(deleted.node)), to: &out)
-        } else {
-            out.append(0)
-        }
+        let shared = sharedClock(of: state)
         // Registers in bit order; a register for a column this store does not know is not stored. Their
         // count comes first: a one-byte varint while there are fewer than 128 columns, patched afterwards.
-        // (A column name listed twice — never registered so — has the bit of its first place.)
-        guard info.columns.count < 0x80, info.bits.count == info.columns.count else {
-            try encodeRegistersSorted(state, info: info, into: &out, index: index)
+        // A state with a register per column is taken for every column until a column has none.
+        if info.columns.count < 0x80, info.bits.count == info.columns.count {
+            let everyColumn = state.columns.count == info.columns.count && !state.columns.isEmpty
+            if try encodeInColumnOrder(state, info: info, shared: shared, everyColumn: everyColumn, into: &out, index: index) { return }
+            _ = try encodeInColumnOrder(state, info: info, shared: shared, everyColumn: false, into: &out, index: index)
             return
         }
-        let countOffset = out.count
-        out.append(0)
-        var count: UInt8 = 0
-        for (bit, name) in info.columns.enumerated() {
-            guard let register = state.columns[name] else { continue }
-            try appendRegister(register, bit: bit, to: &out, index: index)
-            count += 1
-        }
-        out[countOffset] = count
-    }
-
-    /// The registers of a state whose entity has too many columns for a one-byte count.
-    private static func encodeRegistersSorted(
-        _ state: RowState, info: Catalog.EntityInfo, into out: inout [UInt8], index: (NodeID) throws -> Int64
-    ) rethrows {
+        // Too many columns for a one-byte count, or a column name listed twice (never registered so: it has
+        // the bit of its first place).
         var registers: [(bit: Int, register: Register)] = []
         for (name, register) in state.columns {
             if let bit = info.bit(of: name) { registers.append((bit, register)) }
         }
         registers.sort { $0.bit < $1.bit }
+        try appendHead(state, shared: shared, everyColumn: false, into: &out, index: index)
         appendVarint(UInt64(registers.count), to: &out)
+        try appendSharedClock(shared, to: &out, index: index)
         for (bit, register) in registers {
-            try appendRegister(register, bit: bit, to: &out, index: index)
+            try appendRegister(register, bit: bit, shared: shared != nil, everyColumn: false, to: &out, index: index)
         }
     }
 
-    private static func appendRegister(
-        _ register: Register, bit: Int, to out: inout [UInt8], index: (NodeID) throws -> Int64
+    /// Encodes `state` walking the entity's columns in bit order; false when `everyColumn` was assumed and
+    /// a column has no register.
+    private static func encodeInColumnOrder(
+        _ state: RowState, info: Catalog.EntityInfo, shared: Clock?, everyColumn: Bool, into out: inout [UInt8],
+        index: (NodeID) throws -> Int64
+    ) rethrows -> Bool {
+        try appendHead(state, shared: shared, everyColumn: everyColumn, into: &out, index: index)
+        let countOffset = out.count
+        out.append(0)
+        try appendSharedClock(shared, to: &out, index: index)
+        var count: UInt8 = 0
+        for (bit, name) in info.columns.enumerated() {
+            guard let register = state.columns[name] else {
+                if everyColumn { return false }
+                continue
+            }
+            try appendRegister(register, bit: bit, shared: shared != nil, everyColumn: everyColumn, to: &out, index: index)
+            count += 1
+        }
+        out[countOffset] = count
+        return true
+    }
+
+    /// The one clock of every register of `state`, if they share one (and it has any).
+    private static func sharedClock(of state: RowState) -> Clock? {
+        var shared: Clock?
+        for register in state.columns.values {
+            guard let clock = shared else {
+                shared = register.clock
+                continue
+            }
+            if clock != register.clock { return nil }
+        }
+        return shared
+    }
+
+    /// Clears `out` and writes the flags byte and the delete's clock.
+    private static func appendHead(
+        _ state: RowState, shared: Clock?, everyColumn: Bool, into out: inout [UInt8], index: (NodeID) throws -> Int64
     ) rethrows {
-        appendVarint(UInt64(bit), to: &out)
-        appendFixed(register.clock.timestamp.rawValue, to: &out)
-        appendVarint(UInt64(try index(register.clock.node)), to: &out)
+        out.removeAll(keepingCapacity: true)
+        out.reserveCapacity(16 + state.columns.count * 24)
+        var flags: UInt8 = 0
+        if state.deletedAt != nil { flags |= Flags.deleted }
+        if shared != nil { flags |= Flags.sharedClock }
+        if everyColumn { flags |= Flags.everyColumn }
+        out.append(flags)
+        if let deleted = state.deletedAt { try appendClock(deleted, to: &out, index: index) }
+    }
+
+    private static func appendSharedClock(_ shared: Clock?, to out: inout [UInt8], index: (NodeID) throws -> Int64) rethrows {
+        if let shared { try appendClock(shared, to: &out, index: index) }
+    }
+
+    private static func appendRegister(
+        _ register: Register, bit: Int, shared: Bool, everyColumn: Bool, to out: inout [UInt8], index: (NodeID) throws -> Int64
+    ) rethrows {
+        if !everyColumn { appendVarint(UInt64(bit), to: &out) }
+        if !shared { try appendClock(register.clock, to: &out, index: index) }
         appendValue(register.value, to: &out)
+    }
+
+    private static func appendClock(_ clock: Clock, to out: inout [UInt8], index: (NodeID) throws -> Int64) rethrows {
+        appendFixed(clock.timestamp.rawValue, to: &out)
+        appendVarint(UInt64(try index(clock.node)), to: &out)
     }
 
     static func decode(_ bytes: [UInt8], causalLength: UInt64, info: Catalog.EntityInfo, nodes: NodeTable) throws -> RowState {
@@ -76,21 +136,20 @@ enum RowStateCoding {
         _ bytes: UnsafeRawBufferPointer, causalLength: UInt64, info: Catalog.EntityInfo, nodes: NodeTable
     ) throws -> RowState {
         var reader = ByteReader(bytes)
-        var deletedAt: Clock?
-        if try reader.byte() == 1 {
-            let timestamp = HLCTimestamp(rawValue: try reader.fixed())
-            deletedAt = Clock(timestamp, try nodes.node(at: try reader.index()))
-        }
+        let flags = try reader.byte()
+        guard flags & ~Flags.all == 0 else { throw corrupt("unknown flags \(flags)") }
+        let deletedAt = flags & Flags.deleted != 0 ? try reader.clock(nodes) : nil
         let count = try reader.varint()
-        // Bounded by what the bytes can hold (each register takes at least 11 bytes), not by a damaged count.
-        var columns: [String: Register] = Dictionary(minimumCapacity: Int(min(count, UInt64(bytes.count / 11))))
-        for _ in 0..<count {
-            let bit = Int(try reader.index())
-            let timestamp = HLCTimestamp(rawValue: try reader.fixed())
-            let node = try nodes.node(at: try reader.index())
+        let shared = flags & Flags.sharedClock != 0 ? try reader.clock(nodes) : nil
+        let everyColumn = flags & Flags.everyColumn != 0
+        // Bounded by what the bytes can hold (each register takes at least one byte), not by a damaged count.
+        var columns: [String: Register] = Dictionary(minimumCapacity: Int(min(count, UInt64(bytes.count))))
+        for position in 0..<count {
+            let bit = everyColumn ? Int(position) : Int(try reader.index())
+            let clock = try shared ?? reader.clock(nodes)
             let value = try reader.value()
             guard bit < info.columns.count else { throw corrupt("column bit \(bit) out of range") }
-            columns[info.columns[bit]] = Register(value, Clock(timestamp, node))
+            columns[info.columns[bit]] = Register(value, clock)
         }
         return RowState(causalLength: causalLength, columns: columns, deletedAt: deletedAt)
     }
@@ -180,6 +239,12 @@ enum RowStateCoding {
                 if b & 0x80 == 0 { return result }
                 shift += 7
             }
+        }
+
+        /// A clock: its timestamp, then its node's index.
+        mutating func clock(_ nodes: NodeTable) throws -> Clock {
+            let timestamp = HLCTimestamp(rawValue: try fixed())
+            return Clock(timestamp, try nodes.node(at: try index()))
         }
 
         /// A varint that must fit a (non-negative) Int64: a column bit or a node index.

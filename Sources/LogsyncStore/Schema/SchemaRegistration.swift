@@ -23,7 +23,7 @@ struct SchemaRegistration {
         try connection.execute(SchemaSQL.rowStates)
         // Format 3 adds `_ls_live`, and delete triggers that move its states (installed again below); format 4
         // `_ls_displaced` (created with the bookkeeping tables), exact tombstones and text that is not UTF-8,
-        // which older builds would misread.
+        // which older builds would misread; format 5 compact row states, which older builds refuse to read.
         let reinstallsTriggers = (format ?? SchemaSQL.formatVersion) < 3
         if let format, format < SchemaSQL.formatVersion {
             try connection.execute("UPDATE _ls_meta SET value = ? WHERE key = 'format'", [.integer(SchemaSQL.formatVersion)])

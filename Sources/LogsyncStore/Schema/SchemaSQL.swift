@@ -16,7 +16,9 @@ enum SchemaSQL {
     /// - 4: rows deleted by `REPLACE` are recorded through `_ls_displaced` (``displacementTriggers(for:catalog:)``);
     ///   tombstones keep every value exactly; row states and history may hold text that is not valid UTF-8;
     ///   `_ls_alias_value` finds hidden unique-key losers by value (entities with two or more unique keys).
-    static let formatVersion: Int64 = 4
+    /// - 5: a row state whose registers share one clock stores it once, and one with a register per column
+    ///   leaves out the column bits (``RowStateCoding``). Nothing is rewritten: format-4 states read the same.
+    static let formatVersion: Int64 = 5
 
     /// The kind of an `_ls_log` row holding a run of inserts of one entity, their keys packed in `pk`: written
     /// only by the merge with triggers off (`MergeCapture.swift`), read as one insert per key.
