@@ -271,8 +271,8 @@ struct RetentionTests {
         let baseline = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         #expect(baseline.rows > 40, "enough rows for many chunks: \(baseline.rows)")
 
-        /// The store's content once the baseline is loaded in `batchRows` and `chunkRows`.
-        func loaded(into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int) throws -> StoreContent {
+        /// The store's content once the baseline is loaded in `batchRows`, `chunkRows` and `aheadRows`.
+        func loaded(into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int, aheadRows: Int = 8_192) throws -> StoreContent {
             let path = cluster.storePath(name)
             try source?.copy(to: path)
             let store = try Store(path: path, schema: cluster.storeSchema)
@@ -281,15 +281,20 @@ struct RetentionTests {
                 defer { served = true }
                 return served ? nil : bytes
             }
-            let load = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows)
+            let load = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows, aheadRows: aheadRows)
             #expect(load.rows == Int(baseline.rows))
             return try StoreContent(store)
         }
         for source in [nil, partial] {
             let whole = try loaded(into: "whole-\(source == nil)", copyOf: source, batchRows: 100_000, chunkRows: 100_000)
-            for (batchRows, chunkRows) in [(7, 3), (1_000, 1), (50, 50)] {
-                let parts = try loaded(into: "parts-\(source == nil)-\(batchRows)-\(chunkRows)", copyOf: source, batchRows: batchRows, chunkRows: chunkRows)
-                #expect(parts == whole, "batches of \(batchRows), chunks of \(chunkRows), \(source == nil ? "empty store" : "store with part of the history")")
+            // Decoded ahead a row at a time, in chunks of 4 (the rows are rarely a multiple), or all at once.
+            for (batchRows, chunkRows, aheadRows) in [(7, 3, 4), (1_000, 1, 1), (50, 50, 8_192), (Int(baseline.rows), 5, Int(baseline.rows))] {
+                let parts = try loaded(
+                    into: "parts-\(source == nil)-\(batchRows)-\(chunkRows)-\(aheadRows)", copyOf: source, batchRows: batchRows, chunkRows: chunkRows,
+                    aheadRows: aheadRows)
+                #expect(
+                    parts == whole,
+                    "batches of \(batchRows), chunks of \(chunkRows), decoded \(aheadRows) ahead, \(source == nil ? "empty store" : "store with part of the history")")
             }
             if source == nil { #expect(whole.tables == (try stores[0].syncedTables())) }
         }

@@ -160,16 +160,17 @@ extension Store {
     /// so what this store has applied and unexported local changes all stay), re-projects them, and moves
     /// the cursors up to the baseline's frontier: afterwards the store holds what it held plus everything
     /// the frontier includes. Local history is folded into the outbox first in every batch, as imports
-    /// do. Batches of `batchRows` rows, each one SQLite transaction, projected every `chunkRows` rows; a
-    /// crash between them leaves `baseline_loading` set, and loading the same (or any covering) baseline
-    /// again finishes the job.
+    /// do. Batches of `batchRows` rows, each one SQLite transaction, projected every `chunkRows` rows, and
+    /// decoded `aheadRows` at a time on another thread; a crash between batches leaves `baseline_loading`
+    /// set, and loading the same (or any covering) baseline again finishes the job.
     ///
     /// The caller has checked the baseline's bytes (``BaselineDecoder/checkBytes(limits:source:)``); rows
     /// are decoded as they are merged, and a malformed one ends the load with an error (its batch rolls
     /// back). The trailer is checked before the last batch moves the cursors.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
-        batchRows: Int = 20_000, chunkRows: Int = 4_096, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
+        batchRows: Int = 20_000, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows, isCancelled: () -> Bool = { false },
+        progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
         guard header.account == account else {
@@ -188,7 +189,7 @@ extension Store {
                 path: path)
         }
         var load = BaselineLoad()
-        let rows = BaselineRowsAhead(decoder)
+        let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1))
         defer { rows.finish() }
         var finished = false
         while !finished {
@@ -370,20 +371,25 @@ extension Store {
 /// The decoder is used by one chunk's work at a time, and not at all once ``finish()`` returned. A
 /// decoding error reaches the loader with the chunk that holds it, so the rows before it in that chunk
 /// are not merged: the batch fails, and its transaction rolls back, either way.
-private final class BaselineRowsAhead {
-    /// Rows per chunk: two chunks (the one merged, the one decoded) are in memory at a time.
-    static let chunkRows = 1_024
+final class BaselineRowsAhead {
+    /// Rows per chunk by default: two chunks (the one merged, the one decoded) are in memory at a time.
+    /// Each chunk is one hand-over to the decoding thread and one wait for it: with 1,024 rows a load of
+    /// 1M rows took 28 % longer on average on a 2-core VM (8 ABBA pairs, docs/BENCHMARKS.md); 32,768 was
+    /// no faster than 8,192 and held 30 MB more.
+    static let chunkRows = 8_192
+
+    private let chunkRows: Int
 
     /// Hands the decoder to one chunk's work at a time: never two at once, and not after ``finish()``.
     private final class Source: @unchecked Sendable {
         let decoder: BaselineDecoder
         init(_ decoder: BaselineDecoder) { self.decoder = decoder }
 
-        func chunk() -> Result<[BaselineRow], any Error> {
+        func chunk(_ count: Int) -> Result<[BaselineRow], any Error> {
             Result {
                 var rows: [BaselineRow] = []
-                rows.reserveCapacity(BaselineRowsAhead.chunkRows)
-                while rows.count < BaselineRowsAhead.chunkRows, let row = try decoder.next() { rows.append(row) }
+                rows.reserveCapacity(count)
+                while rows.count < count, let row = try decoder.next() { rows.append(row) }
                 return rows
             }
         }
@@ -395,14 +401,15 @@ private final class BaselineRowsAhead {
     private var index = 0
     private var ended = false
 
-    init(_ decoder: BaselineDecoder) {
+    init(_ decoder: BaselineDecoder, chunkRows: Int) {
         source = Source(decoder)
+        self.chunkRows = chunkRows
         ahead = start()
     }
 
     private func start() -> Prefetch<Result<[BaselineRow], any Error>> {
-        let source = source
-        return Prefetch { source.chunk() }
+        let (source, count) = (source, chunkRows)
+        return Prefetch { source.chunk(count) }
     }
 
     /// The next row, or nil after the last.
@@ -414,7 +421,7 @@ private final class BaselineRowsAhead {
             ended = true
             current = try pending.value().get()
             index = 0
-            if current.count == Self.chunkRows {
+            if current.count == chunkRows {
                 ended = false
                 ahead = start()
             }
