@@ -125,6 +125,41 @@ struct RowStateCodingTests {
                     deletedAt: Clock(HLCTimestamp(rawValue: 9 << 20), node)))
     }
 
+    @Test("registers only for columns this store does not know: no shared clock is stored, and no node is looked up for one")
+    func unknownColumnsStoreNoClock() throws {
+        var (directory, node, info, table) = try Self.setUpOneNode()
+        defer { withExtendedLifetime(directory) {} }
+        let clock = Clock(HLCTimestamp(rawValue: 7 << 20), node)
+        let deleted = Clock(HLCTimestamp(rawValue: 9 << 20), node)
+        for deletedAt in [nil, deleted] {
+            let state = RowState(causalLength: 3, columns: ["renamed elsewhere": Register(.text("x"), clock)], deletedAt: deletedAt)
+            var bytes: [UInt8] = []
+            var lookups = 0
+            let known = table
+            try RowStateCoding.encode(state, info: info, into: &bytes) { node in
+                lookups += 1
+                return try #require(known.knownIndex(of: node))
+            }
+            #expect(bytes[0] == (deletedAt == nil ? 0 : RowStateCoding.Flags.deleted))
+            #expect(lookups == (deletedAt == nil ? 0 : 1), "only the delete's clock names a node")
+            #expect(try RowStateCoding.decode(bytes, causalLength: 3, info: info, nodes: table) == RowState(causalLength: 3, deletedAt: deletedAt))
+        }
+        #expect(try Self.roundTrip(RowState(causalLength: 1), info: info, nodes: &table) == (RowState(causalLength: 1), [0, 0]))
+    }
+
+    @Test("a damaged register count is refused, however large")
+    func hugeCountIsRefused() throws {
+        let (directory, node, info, table) = try Self.setUpOneNode()
+        defer { withExtendedLifetime(directory) {} }
+        let index = try #require(table.knownIndex(of: node))
+        var bytes: [UInt8] = [RowStateCoding.Flags.sharedClock | RowStateCoding.Flags.everyColumn]
+        RowStateCoding.appendVarint(UInt64.max >> 1, to: &bytes)
+        RowStateCoding.appendFixed(7 << 20, to: &bytes)
+        RowStateCoding.appendVarint(UInt64(index), to: &bytes)
+        for _ in 0..<(info.columns.count + 1) { RowStateCoding.appendValue(.integer(1), to: &bytes) }
+        #expect(throws: StoreError.self) { try RowStateCoding.decode(bytes, causalLength: 1, info: info, nodes: table) }
+    }
+
     @Test("a state with flags this build does not know, or cut short, is reported as damaged")
     func damagedStatesAreRefused() throws {
         var (directory, node, info, table) = try Self.setUpOneNode()

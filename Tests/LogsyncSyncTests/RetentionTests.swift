@@ -271,8 +271,11 @@ struct RetentionTests {
         let baseline = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         #expect(baseline.rows > 40, "enough rows for many chunks: \(baseline.rows)")
 
-        /// The store's content once the baseline is loaded in `batchRows`, `chunkRows` and `aheadRows`.
-        func loaded(into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int, aheadRows: Int = 8_192) throws -> StoreContent {
+        /// The store's content once the baseline is loaded in `batchRows`, `chunkRows` and `aheadRows` (or
+        /// `aheadBytes`).
+        func loaded(
+            into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int, aheadRows: Int = 8_192, aheadBytes: UInt64 = 8 << 20
+        ) throws -> StoreContent {
             let path = cluster.storePath(name)
             try source?.copy(to: path)
             let store = try Store(path: path, schema: cluster.storeSchema)
@@ -281,20 +284,25 @@ struct RetentionTests {
                 defer { served = true }
                 return served ? nil : bytes
             }
-            let load = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows, aheadRows: aheadRows)
+            let load = try store.loadBaseline(
+                decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows, aheadRows: aheadRows, aheadBytes: aheadBytes)
             #expect(load.rows == Int(baseline.rows))
             return try StoreContent(store)
         }
         for source in [nil, partial] {
             let whole = try loaded(into: "whole-\(source == nil)", copyOf: source, batchRows: 100_000, chunkRows: 100_000)
-            // Decoded ahead a row at a time, in chunks of 4 (the rows are rarely a multiple), or all at once.
-            for (batchRows, chunkRows, aheadRows) in [(7, 3, 4), (1_000, 1, 1), (50, 50, 8_192), (Int(baseline.rows), 5, Int(baseline.rows))] {
+            // Decoded ahead a row at a time, in chunks of 4 (the rows are rarely a multiple), all at once, or
+            // in chunks cut by their bytes (here 1 or 2 rows of about 100 bytes).
+            for (batchRows, chunkRows, aheadRows, aheadBytes) in [
+                (7, 3, 4, 8 << 20), (1_000, 1, 1, 8 << 20), (50, 50, 8_192, 8 << 20), (Int(baseline.rows), 5, Int(baseline.rows), 8 << 20),
+                (9, 4, 8_192, 150),
+            ] as [(Int, Int, Int, UInt64)] {
                 let parts = try loaded(
-                    into: "parts-\(source == nil)-\(batchRows)-\(chunkRows)-\(aheadRows)", copyOf: source, batchRows: batchRows, chunkRows: chunkRows,
-                    aheadRows: aheadRows)
+                    into: "parts-\(source == nil)-\(batchRows)-\(chunkRows)-\(aheadRows)-\(aheadBytes)", copyOf: source, batchRows: batchRows,
+                    chunkRows: chunkRows, aheadRows: aheadRows, aheadBytes: aheadBytes)
                 #expect(
                     parts == whole,
-                    "batches of \(batchRows), chunks of \(chunkRows), decoded \(aheadRows) ahead, \(source == nil ? "empty store" : "store with part of the history")")
+                    "batches of \(batchRows), chunks of \(chunkRows), decoded \(aheadRows) rows or \(aheadBytes) bytes ahead, \(source == nil ? "empty store" : "store with part of the history")")
             }
             if source == nil { #expect(whole.tables == (try stores[0].syncedTables())) }
         }

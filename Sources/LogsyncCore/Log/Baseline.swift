@@ -196,6 +196,8 @@ package final class BaselineDecoder {
     private var done = false
     private var previous: RowKey?
     package private(set) var rowCount: UInt64 = 0
+    /// The inflated bytes of the rows returned so far: what a reader holding decoded rows bounds itself by.
+    package private(set) var rowBytes: UInt64 = 0
 
     package init(limits: SegmentLimits = .default, source: @escaping () throws -> [UInt8]?) throws {
         self.source = CheckedSource(read: source)
@@ -249,6 +251,7 @@ package final class BaselineDecoder {
             }
             var reader = BaselineBodyReader(body, from: bodyOffset, names: names, limits: limits)
             if let row = try reader.row() {
+                rowBytes += UInt64(reader.offset - bodyOffset)
                 bodyOffset = reader.offset
                 names = reader.names
                 if let previous, !(previous < row.key) {

@@ -52,16 +52,18 @@ enum RowStateCoding {
             if let bit = info.bit(of: name) { registers.append((bit, register)) }
         }
         registers.sort { $0.bit < $1.bit }
-        try appendHead(state, shared: shared, everyColumn: false, into: &out, index: index)
+        let stored = registers.isEmpty ? nil : shared
+        try appendHead(state, shared: stored, everyColumn: false, into: &out, index: index)
         appendVarint(UInt64(registers.count), to: &out)
-        try appendSharedClock(shared, to: &out, index: index)
+        try appendSharedClock(stored, to: &out, index: index)
         for (bit, register) in registers {
-            try appendRegister(register, bit: bit, shared: shared != nil, everyColumn: false, to: &out, index: index)
+            try appendRegister(register, bit: bit, shared: stored != nil, everyColumn: false, to: &out, index: index)
         }
     }
 
     /// Encodes `state` walking the entity's columns in bit order; false when `everyColumn` was assumed and
-    /// a column has no register.
+    /// a column has no register. The shared clock is written with the first register stored: a state
+    /// whose registers are all for columns this store does not know stores none, and no flag for it.
     private static func encodeInColumnOrder(
         _ state: RowState, info: Catalog.EntityInfo, shared: Clock?, everyColumn: Bool, into out: inout [UInt8],
         index: (NodeID) throws -> Int64
@@ -69,17 +71,18 @@ enum RowStateCoding {
         try appendHead(state, shared: shared, everyColumn: everyColumn, into: &out, index: index)
         let countOffset = out.count
         out.append(0)
-        try appendSharedClock(shared, to: &out, index: index)
         var count: UInt8 = 0
         for (bit, name) in info.columns.enumerated() {
             guard let register = state.columns[name] else {
                 if everyColumn { return false }
                 continue
             }
+            if count == 0 { try appendSharedClock(shared, to: &out, index: index) }
             try appendRegister(register, bit: bit, shared: shared != nil, everyColumn: everyColumn, to: &out, index: index)
             count += 1
         }
         out[countOffset] = count
+        if count == 0 { out[0] &= ~Flags.sharedClock }
         return true
     }
 
@@ -142,8 +145,8 @@ enum RowStateCoding {
         let count = try reader.varint()
         let shared = flags & Flags.sharedClock != 0 ? try reader.clock(nodes) : nil
         let everyColumn = flags & Flags.everyColumn != 0
-        // Bounded by what the bytes can hold (each register takes at least one byte), not by a damaged count.
-        var columns: [String: Register] = Dictionary(minimumCapacity: Int(min(count, UInt64(bytes.count))))
+        // Bounded by the entity's columns (every key is one of them), not by a damaged count.
+        var columns: [String: Register] = Dictionary(minimumCapacity: Int(min(count, UInt64(info.columns.count))))
         for position in 0..<count {
             let bit = everyColumn ? Int(position) : Int(try reader.index())
             let clock = try shared ?? reader.clock(nodes)

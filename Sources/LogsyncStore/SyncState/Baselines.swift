@@ -161,16 +161,17 @@ extension Store {
     /// the cursors up to the baseline's frontier: afterwards the store holds what it held plus everything
     /// the frontier includes. Local history is folded into the outbox first in every batch, as imports
     /// do. Batches of `batchRows` rows, each one SQLite transaction, projected every `chunkRows` rows, and
-    /// decoded `aheadRows` at a time on another thread; a crash between batches leaves `baseline_loading`
-    /// set, and loading the same (or any covering) baseline again finishes the job.
+    /// decoded on another thread `aheadRows` at a time (fewer when they took `aheadBytes` in the baseline);
+    /// a crash between batches leaves `baseline_loading` set, and loading the same (or any covering)
+    /// baseline again finishes the job.
     ///
     /// The caller has checked the baseline's bytes (``BaselineDecoder/checkBytes(limits:source:)``); rows
     /// are decoded as they are merged, and a malformed one ends the load with an error (its batch rolls
     /// back). The trailer is checked before the last batch moves the cursors.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
-        batchRows: Int = 20_000, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows, isCancelled: () -> Bool = { false },
-        progress: (BaselineLoad) -> Void = { _ in }
+        batchRows: Int = 20_000, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows,
+        aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
         guard header.account == account else {
@@ -189,7 +190,7 @@ extension Store {
                 path: path)
         }
         var load = BaselineLoad()
-        let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1))
+        let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1), chunkBytes: aheadBytes)
         defer { rows.finish() }
         var finished = false
         while !finished {
@@ -377,39 +378,49 @@ final class BaselineRowsAhead {
     /// 1M rows took 28 % longer on average on a 2-core VM (8 ABBA pairs, docs/BENCHMARKS.md); 32,768 was
     /// no faster than 8,192 and held 30 MB more.
     static let chunkRows = 8_192
+    /// A chunk also ends once its rows took this many bytes in the baseline, by default: rows may hold
+    /// large values. (A Note row takes about 90.)
+    static let chunkBytes: UInt64 = 8 << 20
 
     private let chunkRows: Int
+    private let chunkBytes: UInt64
 
     /// Hands the decoder to one chunk's work at a time: never two at once, and not after ``finish()``.
     private final class Source: @unchecked Sendable {
         let decoder: BaselineDecoder
         init(_ decoder: BaselineDecoder) { self.decoder = decoder }
 
-        func chunk(_ count: Int) -> Result<[BaselineRow], any Error> {
+        /// Up to `count` rows, fewer once they took `bytes`, and whether they are the last.
+        func chunk(_ count: Int, bytes: UInt64) -> Result<(rows: [BaselineRow], last: Bool), any Error> {
             Result {
                 var rows: [BaselineRow] = []
-                rows.reserveCapacity(count)
-                while rows.count < count, let row = try decoder.next() { rows.append(row) }
-                return rows
+                rows.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
+                let end = decoder.rowBytes + bytes
+                while rows.count < count, decoder.rowBytes < end {
+                    guard let row = try decoder.next() else { return (rows, true) }
+                    rows.append(row)
+                }
+                return (rows, false)
             }
         }
     }
 
     private let source: Source
-    private var ahead: Prefetch<Result<[BaselineRow], any Error>>?
+    private var ahead: Prefetch<Result<(rows: [BaselineRow], last: Bool), any Error>>?
     private var current: [BaselineRow] = []
     private var index = 0
     private var ended = false
 
-    init(_ decoder: BaselineDecoder, chunkRows: Int) {
+    init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64) {
         source = Source(decoder)
         self.chunkRows = chunkRows
+        self.chunkBytes = chunkBytes
         ahead = start()
     }
 
-    private func start() -> Prefetch<Result<[BaselineRow], any Error>> {
-        let (source, count) = (source, chunkRows)
-        return Prefetch { source.chunk(count) }
+    private func start() -> Prefetch<Result<(rows: [BaselineRow], last: Bool), any Error>> {
+        let (source, count, bytes) = (source, chunkRows, chunkBytes)
+        return Prefetch { source.chunk(count, bytes: bytes) }
     }
 
     /// The next row, or nil after the last.
@@ -417,11 +428,12 @@ final class BaselineRowsAhead {
         if index == current.count {
             guard !ended, let pending = ahead else { return nil }
             ahead = nil
-            // A short chunk is the last; so is a failed one.
+            // A failed chunk ends the rows, as the last one does. Any other holds at least one row.
             ended = true
-            current = try pending.value().get()
+            let chunk = try pending.value().get()
+            current = chunk.rows
             index = 0
-            if current.count == chunkRows {
+            if !chunk.last {
                 ended = false
                 ahead = start()
             }
