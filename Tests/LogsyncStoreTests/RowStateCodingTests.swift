@@ -31,10 +31,9 @@ struct RowStateCodingTests {
         return (directory, node, info, table)
     }
 
-    static func roundTrip(_ state: RowState, info: Catalog.EntityInfo, nodes: inout NodeTable) throws -> (RowState, [UInt8]) {
+    static func roundTrip(_ state: RowState, info: Catalog.EntityInfo, nodes: NodeTable) throws -> (RowState, [UInt8]) {
         var bytes: [UInt8] = []
-        let table = nodes
-        try RowStateCoding.encode(state, info: info, into: &bytes) { node in try #require(table.knownIndex(of: node)) }
+        try RowStateCoding.encode(state, info: info, into: &bytes) { node in try #require(nodes.knownIndex(of: node)) }
         return (try RowStateCoding.decode(bytes, causalLength: state.causalLength, info: info, nodes: nodes), bytes)
     }
 
@@ -42,7 +41,7 @@ struct RowStateCodingTests {
     func randomStatesRoundTrip() throws {
         let directory = try TemporaryDirectory("rowstate")
         let nodes = (0..<3).map { _ in NodeID(UUID().uuidString.lowercased()) }
-        var (info, table) = try Self.setUp(directory, nodes: nodes)
+        let (info, table) = try Self.setUp(directory, nodes: nodes)
         var flagsSeen: Set<UInt8> = []
         for seed in propertySeeds("LOGSYNC_ROWSTATE_SEEDS", default: 2_000, from: 1) {
             var random = SeededRandom(seed: seed)
@@ -67,7 +66,7 @@ struct RowStateCodingTests {
             }
             let causalLength = UInt64.random(in: 0...5, using: &random)
             let state = RowState(causalLength: causalLength, columns: columns, deletedAt: Bool.random(using: &random) ? clock() : nil)
-            let (decoded, bytes) = try Self.roundTrip(state, info: info, nodes: &table)
+            let (decoded, bytes) = try Self.roundTrip(state, info: info, nodes: table)
             #expect(decoded == state, "seed \(seed): \(bytes)")
             flagsSeen.insert(bytes[0])
         }
@@ -77,12 +76,12 @@ struct RowStateCodingTests {
 
     @Test("a row written once stores its clock once and no column bits: 31 bytes fewer for four columns")
     func oneClockIsStoredOnce() throws {
-        var (directory, node, info, table) = try Self.setUpOneNode()
+        let (directory, node, info, table) = try Self.setUpOneNode()
         defer { withExtendedLifetime(directory) {} }
         let clock = Clock(HLCTimestamp(rawValue: 7 << 20), node)
         let values: [String: DatabaseValue] = ["title": .text("t"), "body": .text("b"), "rank": .integer(1), "score": .real(0.5)]
         let written = RowState(causalLength: 1, columns: values.mapValues { Register($0, clock) })
-        let (decoded, bytes) = try Self.roundTrip(written, info: info, nodes: &table)
+        let (decoded, bytes) = try Self.roundTrip(written, info: info, nodes: table)
         #expect(decoded == written)
         #expect(bytes[0] == RowStateCoding.Flags.sharedClock | RowStateCoding.Flags.everyColumn)
         // flags, count, clock (8 + 1), then the values: two texts of 3 bytes, an integer and a real of 9.
@@ -91,7 +90,7 @@ struct RowStateCodingTests {
         // One column written later: a clock per register again, bits left out while every column has one.
         var updated = written
         updated.columns["rank"] = Register(.integer(2), Clock(HLCTimestamp(rawValue: 8 << 20), node))
-        let (decodedUpdate, updateBytes) = try Self.roundTrip(updated, info: info, nodes: &table)
+        let (decodedUpdate, updateBytes) = try Self.roundTrip(updated, info: info, nodes: table)
         #expect(decodedUpdate == updated)
         #expect(updateBytes[0] == RowStateCoding.Flags.everyColumn)
         #expect(updateBytes.count == bytes.count + 3 * 9)
@@ -127,7 +126,7 @@ struct RowStateCodingTests {
 
     @Test("registers only for columns this store does not know: no shared clock is stored, and no node is looked up for one")
     func unknownColumnsStoreNoClock() throws {
-        var (directory, node, info, table) = try Self.setUpOneNode()
+        let (directory, node, info, table) = try Self.setUpOneNode()
         defer { withExtendedLifetime(directory) {} }
         let clock = Clock(HLCTimestamp(rawValue: 7 << 20), node)
         let deleted = Clock(HLCTimestamp(rawValue: 9 << 20), node)
@@ -144,7 +143,7 @@ struct RowStateCodingTests {
             #expect(lookups == (deletedAt == nil ? 0 : 1), "only the delete's clock names a node")
             #expect(try RowStateCoding.decode(bytes, causalLength: 3, info: info, nodes: table) == RowState(causalLength: 3, deletedAt: deletedAt))
         }
-        #expect(try Self.roundTrip(RowState(causalLength: 1), info: info, nodes: &table) == (RowState(causalLength: 1), [0, 0]))
+        #expect(try Self.roundTrip(RowState(causalLength: 1), info: info, nodes: table) == (RowState(causalLength: 1), [0, 0]))
     }
 
     @Test("a damaged register count is refused, however large")
@@ -162,11 +161,11 @@ struct RowStateCodingTests {
 
     @Test("a state with flags this build does not know, or cut short, is reported as damaged")
     func damagedStatesAreRefused() throws {
-        var (directory, node, info, table) = try Self.setUpOneNode()
+        let (directory, node, info, table) = try Self.setUpOneNode()
         defer { withExtendedLifetime(directory) {} }
         let clock = Clock(HLCTimestamp(rawValue: 7 << 20), node)
         let (_, bytes) = try Self.roundTrip(
-            RowState(causalLength: 1, columns: ["title": Register(.text("t"), clock), "body": Register(.text("b"), clock)]), info: info, nodes: &table)
+            RowState(causalLength: 1, columns: ["title": Register(.text("t"), clock), "body": Register(.text("b"), clock)]), info: info, nodes: table)
         for damaged in [[0x08] + bytes.dropFirst(), Array(bytes.dropLast()), Array(bytes.prefix(5))] {
             #expect(throws: StoreError.self) { try RowStateCoding.decode(damaged, causalLength: 1, info: info, nodes: table) }
         }
