@@ -28,6 +28,8 @@ struct BuildingStoreTests {
             #expect(try Self.journalMode(store) == [[.text("truncate")]])
             // Every commit is synced while the store has a rollback journal (2 = FULL).
             #expect(try store.read("PRAGMA synchronous") == [[.integer(2)]])
+            // A page cache the key index of 1M rows fits in (64 MiB, in KiB as SQLite reports it).
+            #expect(try store.read("PRAGMA cache_size") == [[.integer(-65_536)]])
             try store.write { tx in try tx.insert("Note", ["id": Fixtures.id(), "title": "built"]) }
             try store.finishBuilding()
             #expect(try Self.journalMode(store) == [[.text("wal")]])
