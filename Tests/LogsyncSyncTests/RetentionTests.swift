@@ -274,7 +274,8 @@ struct RetentionTests {
         /// The store's content once the baseline is loaded in `batchRows`, `chunkRows` and `aheadRows` (or
         /// `aheadBytes`).
         func loaded(
-            into name: String, copyOf source: Store?, batchRows: Int, chunkRows: Int, aheadRows: Int = 8_192, aheadBytes: UInt64 = 8 << 20
+            into name: String, copyOf source: Store?, batchRows: Int, batchBytes: UInt64? = nil, chunkRows: Int, aheadRows: Int = 8_192,
+            aheadBytes: UInt64 = 8 << 20
         ) throws -> StoreContent {
             let path = cluster.storePath(name)
             try source?.copy(to: path)
@@ -285,8 +286,13 @@ struct RetentionTests {
                 return served ? nil : bytes
             }
             let load = try store.loadBaseline(
-                decoder, account: "default", batchRows: batchRows, chunkRows: chunkRows, aheadRows: aheadRows, aheadBytes: aheadBytes)
+                decoder, account: "default", batchRows: batchRows, batchBytes: batchBytes, chunkRows: chunkRows, aheadRows: aheadRows,
+                aheadBytes: aheadBytes)
             #expect(load.rows == Int(baseline.rows))
+            if let batchBytes, batchBytes < 200 {
+                // Rows of about 60–100 bytes: 2 or 3 to a batch, where the row bound alone makes one batch.
+                #expect(load.batches >= Int(baseline.rows) / 4, "batches cut by their bytes: \(load.batches) for \(baseline.rows) rows")
+            }
             return try StoreContent(store)
         }
         for source in [nil, partial] {
@@ -304,8 +310,42 @@ struct RetentionTests {
                     parts == whole,
                     "batches of \(batchRows), chunks of \(chunkRows), decoded \(aheadRows) rows or \(aheadBytes) bytes ahead, \(source == nil ? "empty store" : "store with part of the history")")
             }
+            // Batches cut by their bytes (2 or 3 rows each), chunks that end inside a batch.
+            let byBytes = try loaded(into: "bytes-\(source == nil)", copyOf: source, batchRows: 100_000, batchBytes: 150, chunkRows: 3, aheadRows: 5)
+            #expect(byBytes == whole, "batches of at most 150 bytes, \(source == nil ? "empty store" : "store with part of the history")")
             if source == nil { #expect(whole.tables == (try stores[0].syncedTables())) }
         }
+    }
+
+    @Test("a baseline's batches stay inside the page cache in a store with a write-ahead log, and keep the caller's size with a rollback journal")
+    func baselineBatchesBoundedByBytesInWAL() throws {
+        let cluster = try SyncCluster("batch-bytes")
+        let writer = NodeID(try cluster.store("writer").nodeID)
+        // 40 rows of 100 KB each: 4 MB of rows, twice the default bound.
+        let keys = (0..<40).map { _ in SyncCluster.id() }.sorted { $0.sqliteOrder(comparedTo: $1) < 0 }
+        let encoder = try BaselineEncoder(header: BaselineHeader(schemaVersion: cluster.storeSchema.version, account: "default", frontier: Frontier([writer: 1])))
+        let clock = Clock(HLCTimestamp(physicalMilliseconds: 1_800_000_000_000, logical: 0), writer)
+        let name = String(repeating: "n", count: 100_000)
+        for key in keys {
+            try encoder.append(BaselineRow(key: RowKey("Folder", key), state: RowState(causalLength: 1, columns: ["name": Register(.text(name), clock)])))
+        }
+        var bytes = encoder.takeOutput()
+        bytes += try encoder.finish()
+        func load(into store: Store) throws -> Store.BaselineLoad {
+            var served = false
+            let decoder = try BaselineDecoder { defer { served = true }; return served ? nil : bytes }
+            return try store.loadBaseline(decoder, account: "default", batchRows: 100_000)
+        }
+        let wal = try load(into: try cluster.store("wal"))
+        #expect(wal.rows == 40)
+        // 2 MiB per batch: 21 rows of 100 KB, then 19.
+        #expect(wal.batches == 2, "\(wal.batches) batches")
+        #expect(Store.baselineBatchBytes == 2 << 20)
+        let building = try Store(path: cluster.storePath("building"), schema: cluster.storeSchema, options: .rebuilding)
+        let rollback = try load(into: building)
+        #expect(rollback.rows == 40)
+        #expect(rollback.batches == 1, "a store being built takes the caller's batches: \(rollback.batches)")
+        #expect(try building.read("SELECT count(*) FROM Folder") == [[.integer(40)]])
     }
 }
 

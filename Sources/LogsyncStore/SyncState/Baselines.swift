@@ -160,17 +160,18 @@ extension Store {
     /// so what this store has applied and unexported local changes all stay), re-projects them, and moves
     /// the cursors up to the baseline's frontier: afterwards the store holds what it held plus everything
     /// the frontier includes. Local history is folded into the outbox first in every batch, as imports
-    /// do. Batches of `batchRows` rows, each one SQLite transaction, projected every `chunkRows` rows, and
-    /// decoded on another thread `aheadRows` at a time (fewer when they took `aheadBytes` in the baseline);
-    /// a crash between batches leaves `baseline_loading` set, and loading the same (or any covering)
-    /// baseline again finishes the job.
+    /// do. Batches of `batchRows` rows, fewer once they took `batchBytes` in the baseline (by default
+    /// ``baselineBatchBytes`` in a store with a write-ahead log, no bound with a rollback journal), each
+    /// one SQLite transaction, projected every `chunkRows` rows, and decoded on another thread `aheadRows`
+    /// at a time (fewer when they took `aheadBytes` in the baseline); a crash between batches leaves
+    /// `baseline_loading` set, and loading the same (or any covering) baseline again finishes the job.
     ///
     /// The caller has checked the baseline's bytes (``BaselineDecoder/checkBytes(limits:source:)``); rows
     /// are decoded as they are merged, and a malformed one ends the load with an error (its batch rolls
     /// back). The trailer is checked before the last batch moves the cursors.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
-        batchRows: Int = 20_000, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows,
+        batchRows: Int = 20_000, batchBytes: UInt64? = nil, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows,
         aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
@@ -189,6 +190,7 @@ extension Store {
                 "the baseline includes sequences of this node up to \(header.frontier[node]), but this store exported only up to \(exported): another machine uses this node's id, or the store was restored from an older copy",
                 path: path)
         }
+        var batchBytes = batchBytes
         var load = BaselineLoad()
         let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1), chunkBytes: aheadBytes)
         defer { rows.finish() }
@@ -201,6 +203,8 @@ extension Store {
             finished = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
                 try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
                 let connection = state.connection
+                let maximumBytes = try batchBytes ?? (connection.scalar("PRAGMA journal_mode") == .text("wal") ? Self.baselineBatchBytes : .max)
+                batchBytes = maximumBytes
                 try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('baseline_loading', ?)", [.text(header.frontier.description)])
                 let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
                 try captureMergeHistoryDirectly(&state)
@@ -215,7 +219,8 @@ extension Store {
                 var newest = HLCTimestamp.zero
                 var count = 0
                 var end = false
-                while count < batchRows {
+                let startBytes = rows.bytesHandedOut
+                while count < batchRows, rows.bytesHandedOut - startBytes < maximumBytes {
                     guard let row = try rows.next() else {
                         end = true
                         break
@@ -245,6 +250,19 @@ extension Store {
         }
         return load
     }
+
+    /// How many bytes of a baseline's rows a batch of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:isCancelled:progress:)``
+    /// takes at most in a store with a write-ahead log: a batch whose pages outgrow the page cache spills
+    /// them into the WAL before it commits, and SQLite then reads every frame the transaction wrote back
+    /// to rewrite its checksum. 2 MiB is about 23,000 `Note` rows of the benchmarks, whose pages (about
+    /// 7 MiB: the table, its key index, row states and history) stay well inside the default 32 MiB
+    /// cache. A baseline's keys arrive in order, so small batches do not write index pages again as an
+    /// import's random keys would. A 1M-row load in a rebuild's batches of 250,000 rows made 361,600
+    /// `pwrite` and 205,700 `pread` calls; bounded by bytes, 284,000 and 125,100, and it was faster in 6
+    /// of 7 alternating runs, by 8 % on average (`docs/BENCHMARKS.md`, bootstrap). A rollback journal
+    /// has no such rereading, and its commits each sync twice, so a store being built keeps the caller's
+    /// batches.
+    package static let baselineBatchBytes: UInt64 = 2 << 20
 
     /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
     /// Its key is not among those `merged` holds (a baseline's keys strictly increase).
@@ -390,26 +408,41 @@ final class BaselineRowsAhead {
         let decoder: BaselineDecoder
         init(_ decoder: BaselineDecoder) { self.decoder = decoder }
 
-        /// Up to `count` rows, fewer once they took `bytes`, and whether they are the last.
-        func chunk(_ count: Int, bytes: UInt64) -> Result<(rows: [BaselineRow], last: Bool), any Error> {
+        /// Up to `count` rows, fewer once they took `bytes`, the baseline's row bytes up to the end of
+        /// each, and whether they are the last.
+        func chunk(_ count: Int, bytes: UInt64) -> Result<Chunk, any Error> {
             Result {
-                var rows: [BaselineRow] = []
-                rows.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
+                var chunk = Chunk()
+                chunk.rows.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
+                chunk.ends.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
                 let end = decoder.rowBytes + bytes
-                while rows.count < count, decoder.rowBytes < end {
-                    guard let row = try decoder.next() else { return (rows, true) }
-                    rows.append(row)
+                while chunk.rows.count < count, decoder.rowBytes < end {
+                    guard let row = try decoder.next() else {
+                        chunk.last = true
+                        return chunk
+                    }
+                    chunk.rows.append(row)
+                    chunk.ends.append(decoder.rowBytes)
                 }
-                return (rows, false)
+                return chunk
             }
         }
     }
 
+    private struct Chunk {
+        var rows: [BaselineRow] = []
+        /// Per row, ``BaselineDecoder/rowBytes`` once it was decoded.
+        var ends: [UInt64] = []
+        var last = false
+    }
+
     private let source: Source
-    private var ahead: Prefetch<Result<(rows: [BaselineRow], last: Bool), any Error>>?
-    private var current: [BaselineRow] = []
+    private var ahead: Prefetch<Result<Chunk, any Error>>?
+    private var current = Chunk()
     private var index = 0
     private var ended = false
+    /// The baseline's row bytes up to the end of the last row ``next()`` returned.
+    private(set) var bytesHandedOut: UInt64 = 0
 
     init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64) {
         source = Source(decoder)
@@ -418,29 +451,29 @@ final class BaselineRowsAhead {
         ahead = start()
     }
 
-    private func start() -> Prefetch<Result<(rows: [BaselineRow], last: Bool), any Error>> {
+    private func start() -> Prefetch<Result<Chunk, any Error>> {
         let (source, count, bytes) = (source, chunkRows, chunkBytes)
         return Prefetch { source.chunk(count, bytes: bytes) }
     }
 
     /// The next row, or nil after the last.
     func next() throws -> BaselineRow? {
-        if index == current.count {
+        if index == current.rows.count {
             guard !ended, let pending = ahead else { return nil }
             ahead = nil
             // A failed chunk ends the rows, as the last one does. Any other holds at least one row.
             ended = true
-            let chunk = try pending.value().get()
-            current = chunk.rows
+            current = try pending.value().get()
             index = 0
-            if !chunk.last {
+            if !current.last {
                 ended = false
                 ahead = start()
             }
-            if current.isEmpty { return nil }
+            if current.rows.isEmpty { return nil }
         }
         defer { index += 1 }
-        return current[index]
+        bytesHandedOut = current.ends[index]
+        return current.rows[index]
     }
 
     /// Waits for the chunk being decoded, if any: afterwards nothing uses the decoder.
