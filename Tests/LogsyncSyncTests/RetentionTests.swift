@@ -256,7 +256,9 @@ struct RetentionTests {
         #expect(expected.tables["Folder"]?[keep] != nil, "the change c made while away reached everyone")
     }
 
-    @Test("a baseline loads into the same store whatever its batches and chunks, into an empty store or one that holds part of the history")
+    @Test(
+        "a baseline loads into the same store whatever its batches and chunks, into an empty store or one that holds part of the history",
+        .timeLimit(.minutes(2)))
     func baselineLoadsAlikeInAnyBatches() throws {
         let cluster = try SyncCluster("chunks")
         let (stores, engines, written) = try cluster.randomlyWritten(["a", "b"], seed: 23, writes: 150, maximumChanges: 5, syncEvery: 10)
@@ -313,6 +315,9 @@ struct RetentionTests {
             // Batches cut by their bytes (2 or 3 rows each), chunks that end inside a batch.
             let byBytes = try loaded(into: "bytes-\(source == nil)", copyOf: source, batchRows: 100_000, batchBytes: 150, chunkRows: 3, aheadRows: 5)
             #expect(byBytes == whole, "batches of at most 150 bytes, \(source == nil ? "empty store" : "store with part of the history")")
+            // Bounds that no row fits: still a row per batch (an empty batch would never end the load).
+            let oneEach = try loaded(into: "zero-\(source == nil)", copyOf: source, batchRows: 0, batchBytes: 0, chunkRows: 3)
+            #expect(oneEach == whole, "batches bounded by 0 rows and 0 bytes")
             if source == nil { #expect(whole.tables == (try stores[0].syncedTables())) }
         }
     }
@@ -331,20 +336,21 @@ struct RetentionTests {
         }
         var bytes = encoder.takeOutput()
         bytes += try encoder.finish()
-        func load(into store: Store) throws -> Store.BaselineLoad {
+        /// The rows each batch merged. Decoded 3 rows ahead: chunks end inside batches.
+        func batches(loadingInto store: Store) throws -> [Int] {
             var served = false
             let decoder = try BaselineDecoder { defer { served = true }; return served ? nil : bytes }
-            return try store.loadBaseline(decoder, account: "default", batchRows: 100_000)
+            var rowsAfterEachBatch: [Int] = []
+            let load = try store.loadBaseline(
+                decoder, account: "default", batchRows: 100_000, aheadRows: 3, progress: { rowsAfterEachBatch.append($0.rows) })
+            #expect(load.rows == 40)
+            return zip(rowsAfterEachBatch, [0] + rowsAfterEachBatch).map { $0 - $1 }
         }
-        let wal = try load(into: try cluster.store("wal"))
-        #expect(wal.rows == 40)
-        // 2 MiB per batch: 21 rows of 100 KB, then 19.
-        #expect(wal.batches == 2, "\(wal.batches) batches")
+        // The batch ends with the row that takes it to 2 MiB: 21 rows of just over 100 KB, then 19.
         #expect(Store.baselineBatchBytes == 2 << 20)
+        #expect(try batches(loadingInto: try cluster.store("wal")) == [21, 19])
         let building = try Store(path: cluster.storePath("building"), schema: cluster.storeSchema, options: .rebuilding)
-        let rollback = try load(into: building)
-        #expect(rollback.rows == 40)
-        #expect(rollback.batches == 1, "a store being built takes the caller's batches: \(rollback.batches)")
+        #expect(try batches(loadingInto: building) == [40], "a store being built takes the caller's batches")
         #expect(try building.read("SELECT count(*) FROM Folder") == [[.integer(40)]])
     }
 }

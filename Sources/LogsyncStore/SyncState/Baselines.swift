@@ -220,7 +220,8 @@ extension Store {
                 var count = 0
                 var end = false
                 let startBytes = rows.bytesHandedOut
-                while count < batchRows, rows.bytesHandedOut - startBytes < maximumBytes {
+                // At least a row per batch, whatever the bounds: an empty batch would never end the load.
+                while count < max(batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
                     guard let row = try rows.next() else {
                         end = true
                         break
@@ -251,8 +252,10 @@ extension Store {
         return load
     }
 
-    /// How many bytes of a baseline's rows a batch of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:isCancelled:progress:)``
-    /// takes at most in a store with a write-ahead log: a batch whose pages outgrow the page cache spills
+    /// How many bytes of a baseline's rows (inflated, as ``BaselineDecoder/rowBytes`` counts them) a batch
+    /// of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:isCancelled:progress:)``
+    /// takes in a store with a write-ahead log: it ends once its rows took this many, the row that crosses
+    /// the bound included. A batch whose pages outgrow the page cache spills
     /// them into the WAL before it commits, and SQLite then reads every frame the transaction wrote back
     /// to rewrite its checksum. 2 MiB is about 23,000 `Note` rows of the benchmarks, whose pages (about
     /// 7 MiB: the table, its key index, row states and history) stay well inside the default 32 MiB
@@ -261,7 +264,7 @@ extension Store {
     /// `pwrite` and 205,700 `pread` calls; bounded by bytes, 284,000 and 125,100, and it was faster in 6
     /// of 7 alternating runs, by 8 % on average (`docs/BENCHMARKS.md`, bootstrap). A rollback journal
     /// has no such rereading, and its commits each sync twice, so a store being built keeps the caller's
-    /// batches.
+    /// batches (measured in `docs/BENCHMARKS.md`, bootstrap).
     package static let baselineBatchBytes: UInt64 = 2 << 20
 
     /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
