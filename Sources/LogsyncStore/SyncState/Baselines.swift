@@ -190,7 +190,6 @@ extension Store {
                 "the baseline includes sequences of this node up to \(header.frontier[node]), but this store exported only up to \(exported): another machine uses this node's id, or the store was restored from an older copy",
                 path: path)
         }
-        var batchBytes = batchBytes
         var load = BaselineLoad()
         let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1), chunkBytes: aheadBytes)
         defer { rows.finish() }
@@ -204,7 +203,6 @@ extension Store {
                 try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
                 let connection = state.connection
                 let maximumBytes = try batchBytes ?? (connection.scalar("PRAGMA journal_mode") == .text("wal") ? Self.baselineBatchBytes : .max)
-                batchBytes = maximumBytes
                 try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('baseline_loading', ?)", [.text(header.frontier.description)])
                 let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
                 try captureMergeHistoryDirectly(&state)
