@@ -132,7 +132,7 @@ struct ForeignSQLGenerator {
         .nonUTF8Text([0xC3]), .text("🚀👩‍👩‍👧"), .text(String(repeating: "long ", count: 60)), .text("12"), .null,
     ]
     static let numbers: [DatabaseValue] = [
-        .integer(0), .integer(1), .integer(-1), .integer(.max), .integer(.min), .integer(42), .real(1e308), .real(5e-324),
+        .integer(0), .integer(1), .integer(-1), .integer(.max), .integer(.min), .integer(42), .real(1e308), .real(.leastNonzeroMagnitude),
         .real(-0.0), .real(.infinity), .real(-.infinity), .real(0.5), .real(3.0), .text("7"), .text("abc"), .null,
     ]
     static let blobs: [DatabaseValue] = [.blob([]), .blob([0]), .blob([0xFF, 0x00, 0x7F]), .text("blob as text"), .integer(9), .null]
