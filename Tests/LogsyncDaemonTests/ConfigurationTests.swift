@@ -138,6 +138,37 @@ struct ConfigurationTests {
         #expect(!FileManager.default.fileExists(atPath: directory.file("store.sqlite")))
     }
 
+    @Test("the default shared folder is syncd's to create, with or without a file; one a file names is not")
+    func sharedFolderOwnership() throws {
+        let directory = try TemporaryDirectory("cfg")
+        let environment = ["HOME": directory.path, "STATE_DIRECTORY": directory.file("state")]
+        let unnamed = try DaemonConfiguration.load(file: try directory.write("a.toml", "[sync]\naccount = \"x\"\n"), environment: environment)
+        #expect(unnamed.sharedFolder == directory.file("state") + "/shared")
+        #expect(unnamed.ownsSharedFolder)
+        try FileManager.default.createDirectory(atPath: directory.file("mnt"), withIntermediateDirectories: false)
+        let named = try DaemonConfiguration.load(file: try directory.write("b.toml", "[sync]\nshared_folder = \"mnt\"\n"), environment: environment)
+        #expect(!named.ownsSharedFolder)
+        #expect(try DaemonConfiguration.load(file: nil, environment: environment).ownsSharedFolder)
+    }
+
+    @Test("syncd starts on the shipped config/syncd.toml as it is, creating its default shared folder")
+    func startsOnShippedConfig() async throws {
+        let directory = try TemporaryDirectory("cfg")
+        var environment = ProcessInfo.processInfo.environment
+        environment["STATE_DIRECTORY"] = directory.file("state")
+        environment["RUNTIME_DIRECTORY"] = directory.file("run")
+        let process = try Subprocess(Products.path("syncd"), ["--config", Products.packageRoot + "/config/syncd.toml"], environment: environment)
+        defer { process.process.terminate() }
+        let socket = directory.file("run") + "/syncd.sock"
+        try await eventually(within: .seconds(20), "syncd to listen on \(socket):\n\(process.stderr)") {
+            FileManager.default.fileExists(atPath: socket) || !process.process.isRunning
+        }
+        #expect(process.process.isRunning, "\(process.stderr)")
+        var isDirectory: ObjCBool = false
+        #expect(FileManager.default.fileExists(atPath: directory.file("state") + "/shared", isDirectory: &isDirectory) && isDirectory.boolValue)
+        #expect(try await process.terminate() == 0, "\(process.stderr)")
+    }
+
     @Test("syncd exits with the file and line of a malformed configuration, and creates nothing")
     func syncdReportsBadConfig() async throws {
         let directory = try TemporaryDirectory("cfg")

@@ -163,6 +163,7 @@ public struct DaemonConfiguration: Sendable {
             case ("sync", "shared_folder"):
                 sharedFolder = resolve(try string())
                 sharedFolderLine = entry.line
+                ownsSharedFolder = false
             case ("sync", "rescan_interval_ms"): rescanIntervalMilliseconds = try positive()
             case ("sync", "segment_changes"): segmentChanges = try positive()
             case ("sync", "batch_changes"): batchChanges = try positive()
@@ -208,8 +209,10 @@ public struct DaemonConfiguration: Sendable {
         }
     }
 
-    /// Whether the shared folder is one the daemon may create: the embedded default under its own state.
-    public var ownsSharedFolder: Bool { source == "embedded defaults" }
+    /// Whether the shared folder is one the daemon may create: the default under its own state, which no
+    /// file named (`[sync] shared_folder` unset, or no file at all). A folder a file names must exist: it
+    /// may be a mount that is not there yet.
+    public var ownsSharedFolder = true
 }
 
 /// Where a daemon keeps its files: systemd's directory variables when set, else the XDG base
