@@ -221,4 +221,36 @@ struct ControlTests {
         try await a.stop()
         try await b.stop()
     }
+
+    @Test("a reload applies [retention] from the next round, and reports a [relay] it cannot apply as needing a restart")
+    func reloadRetentionAndRelay() async throws {
+        let cluster = try cluster("reload-retention")
+        let a = try cluster.addNode("a", tables: ["retention": ["baseline_after_transactions = 10000"]])
+        try await a.start()
+        defer { a.process?.process.terminate() }
+        let before = try await a.syncctl(["prune", "--dry-run"])
+        #expect(before.status == 0, "\(before)")
+        #expect(before.stdout.contains("after 10000 transactions"), "\(before.stdout)")
+
+        let original = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        let token = try cluster.directory.write("a/relay.token", "reload-test-token\n")
+        try (original.replacingOccurrences(of: "baseline_after_transactions = 10000", with: "baseline_after_transactions = 777")
+            + "\n[relay]\nurl = \"http://127.0.0.1:9\"\ntoken_file = \"\(token)\"\n")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        let reloaded = try await a.syncctl(["reload"])
+        #expect(reloaded.status == 0, "\(reloaded)")
+        #expect(reloaded.stdout.contains("restart syncd to apply relay"), "\(reloaded.stdout)")
+        let after = try await a.syncctl(["prune", "--dry-run"])
+        #expect(after.stdout.contains("after 777 transactions"), "the new threshold applies without a restart: \(after.stdout)")
+
+        try original.replacingOccurrences(of: "baseline_after_transactions = 10000", with: "enabled = false")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        let off = try await a.syncctl(["reload"])
+        #expect(off.status == 0, "\(off)")
+        #expect(!off.stdout.contains("restart"), "the relay table is gone again: nothing needs a restart: \(off.stdout)")
+        let refused = try await a.syncctl(["prune", "--dry-run"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("retention is off"), "\(refused)")
+        try await a.stop()
+    }
 }

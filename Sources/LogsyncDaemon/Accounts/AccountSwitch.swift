@@ -17,7 +17,8 @@ struct Mounted: Sendable {
     let store: Store
     let account: String?
     let transport: (any Transport)?
-    let engine: SyncEngine?
+    /// Replaced by a reload with the same engine under the new settings (``SyncEngine/reconfigured(_:)``).
+    var engine: SyncEngine?
 }
 
 /// What a running switch has done so far (not persisted: a restart rebuilds from the store's cursors).

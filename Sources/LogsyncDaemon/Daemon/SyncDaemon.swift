@@ -340,7 +340,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
-    /// folder, socket) are reported and left as they are; a file with errors changes nothing. One reload
+    /// folder, socket, `[relay]`, `[syncthing]`) are reported and left as they are; a file with errors changes nothing. One reload
     /// at a time: SIGHUP and `syncctl reload` may ask at once.
     public func reload() -> ReloadResult {
         reloading.withLock { _ in reloadAlone() }
@@ -368,6 +368,7 @@ public final class SyncDaemon: Sendable {
         if new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
         if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
         if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
+        if new.relay != old.relay { needsRestart.append("relay") }
         var applied = old
         applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
         applied.segmentChanges = new.segmentChanges
@@ -375,11 +376,22 @@ public final class SyncDaemon: Sendable {
         applied.batchMilliseconds = new.batchMilliseconds
         applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
         applied.logLevel = new.logLevel
+        // Every round reads the retention settings afresh: they apply from the next one.
+        applied.retentionEnabled = new.retentionEnabled
+        applied.silentNodeAfterSeconds = new.silentNodeAfterSeconds
+        applied.baselineAfterTransactions = new.baselineAfterTransactions
+        applied.progressIntervalMilliseconds = new.progressIntervalMilliseconds
+        applied.pruneIntervalMilliseconds = new.pruneIntervalMilliseconds
         logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
         state.withLock { $0.configuration = applied }
-        loop.reconfigure(
-            engine: loop.engine.map { $0.reconfigured(applied.syncConfiguration.for($0.configuration.account)) },
-            maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
+        // The loop's rounds and the control commands (prune, status) use the mounted engine: both get the
+        // new settings.
+        let engine = mounted.withLock { mounted -> SyncEngine? in
+            let engine = mounted?.engine.map { $0.reconfigured(applied.syncConfiguration.for($0.configuration.account)) }
+            mounted?.engine = engine
+            return engine
+        }
+        loop.reconfigure(engine: engine, maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
         if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
         }

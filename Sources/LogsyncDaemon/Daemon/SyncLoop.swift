@@ -67,9 +67,6 @@ final class SyncLoop: Sendable {
         self.heartbeatInterval = heartbeatInterval
     }
 
-    /// The engine the next round runs.
-    var engine: SyncEngine? { state.withLock { $0.engine } }
-
     /// New settings from a reload; the round in progress finishes with the old ones.
     func reconfigure(engine: SyncEngine?, maximumBackoffMilliseconds: Int) {
         state.withLock { state in
