@@ -147,7 +147,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
                 + (folders.isEmpty ? "the folder of logsync-bench" : folders.joined(separator: " or ")) + ".\n"
                 + "  Build it first: swift build -c release --product syncd   (or all products: swift build -c release)\n"
                 + "  then run: .build/release/logsync-bench latency")
-        throw ExitCode(69)  // EX_UNAVAILABLE
+        throw ExitCode(ExitStatus.unavailable)
     }
 
     // MARK: - One run

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LogsyncTestKit
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncTransport
@@ -38,7 +39,8 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         let syncd = try LatencySuite.locateSyncd()
         let relayExecutable = URL(fileURLWithPath: syncd).deletingLastPathComponent().path + "/sync-relay"
         guard FileManager.default.isExecutableFile(atPath: relayExecutable) else {
-            throw BenchError("no sync-relay next to syncd (\(relayExecutable)): build it first (swift build -c release)")
+            Report.progress("error: no sync-relay next to syncd (\(relayExecutable)): build it first (swift build -c release)")
+            throw ExitCode(ExitStatus.unavailable)
         }
         try withTemporaryDirectory { directory in
             let relay = try BenchRelay(executable: relayExecutable, directory: directory)

@@ -18,7 +18,8 @@ struct SyncRelay: AsyncParsableCommand {
             Without --config, the configuration is $CONFIGURATION_DIRECTORY/sync-relay.toml or \
             /etc/logsync/sync-relay.toml when one exists, else embedded defaults (the database in \
             $STATE_DIRECTORY, else the current folder). Exit statuses: 0 stopped, 1 a command failed, \
-            69 the database cannot be opened, 78 bad configuration (docs/exit-codes.md).
+            64 bad command line, 69 the database cannot be opened, 71 cannot listen on the address (in use, not \
+            permitted), 78 bad configuration (docs/exit-codes.md).
             """,
         version: LogsyncVersion.current,
         subcommands: [Serve.self, Account.self, Token.self],
@@ -161,7 +162,7 @@ struct Account: ParsableCommand {
         @OptionGroup var location: Location
         @Argument(help: "The account's name: 1 to 128 ASCII letters, digits, '-', '_', '.'; not starting with '.'.")
         var name: String
-        @Option(help: "Segment bytes the account may hold (default: [storage] default_quota_bytes).")
+        @Option(help: "Bytes the account may hold: segments, baselines and progress records (default: [storage] default_quota_bytes).")
         var quotaBytes: Int64?
 
         func run() throws {

@@ -25,6 +25,20 @@ struct CommandLineTests {
         #expect(bad.status == ExitStatus.usage, "\(bad)")
     }
 
+    @Test("logsync-bench exits 69 when a suite's executable is not built: syncd for latency, sync-relay for relay")
+    func benchWithoutExecutables() async throws {
+        let directory = try TemporaryDirectory("bench")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LOGSYNC_BIN_DIR"] = directory.path
+        let latency = try await Subprocess.run(Products.path("logsync-bench"), ["latency", "--quick"], environment: environment)
+        #expect(latency.status == ExitStatus.unavailable, "\(latency)")
+        #expect(latency.stderr.contains("no syncd executable"), "\(latency.stderr)")
+        try FileManager.default.copyItem(atPath: Products.path("syncd"), toPath: directory.file("syncd"))
+        let relay = try await Subprocess.run(Products.path("logsync-bench"), ["relay", "--quick"], environment: environment)
+        #expect(relay.status == ExitStatus.unavailable, "\(relay)")
+        #expect(relay.stderr.contains("no sync-relay next to syncd"), "\(relay.stderr)")
+    }
+
     @Test("syncd takes its log level from --log-level, else [log] level; a wrong level is a configuration error with file:line")
     func logLevel() async throws {
         let directory = try TemporaryDirectory("lvl")
