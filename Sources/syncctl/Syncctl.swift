@@ -223,7 +223,7 @@ struct Status: ParsableCommand {
             for holder in retention.silent { print("  silent \(holder.node): \(holder.reason)") }
             if let problem = retention.lastProblem { print("  problem: \(problem)") }
         }
-        print("peers      \(status.peers.isEmpty ? "none seen" : "")")
+        print(status.peers.isEmpty ? "peers      none seen" : "peers")
         for peer in status.peers { print("  \(describe(peer))") }
         if !status.quarantined.isEmpty {
             print("QUARANTINED \(status.quarantined.count) segments (same node and sequences, different content):")
