@@ -18,7 +18,8 @@ struct Notes: AsyncParsableCommand {
         discussion: """
             Exit statuses (docs/exit-codes.md): 0 done; 1 failed (no such note, an id that matches several); 64 bad \
             command line; 65 the store is not usable (damaged, another schema); 73 the store's folder cannot be \
-            written; 75 another writer held the store too long; 78 bad syncd configuration.
+            written; 74 a system call on the store failed; 75 another writer held the store too long; 78 bad \
+            syncd configuration.
             """,
         version: LogsyncVersion.current,
         subcommands: [Add.self, List.self, Edit.self, Delete.self, Watch.self]
