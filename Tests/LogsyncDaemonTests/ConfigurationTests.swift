@@ -148,7 +148,29 @@ struct ConfigurationTests {
         try FileManager.default.createDirectory(atPath: directory.file("mnt"), withIntermediateDirectories: false)
         let named = try DaemonConfiguration.load(file: try directory.write("b.toml", "[sync]\nshared_folder = \"mnt\"\n"), environment: environment)
         #expect(!named.ownsSharedFolder)
-        #expect(try DaemonConfiguration.load(file: nil, environment: environment).ownsSharedFolder)
+        var defaults = try DaemonConfiguration.load(file: nil, environment: environment)
+        #expect(defaults.ownsSharedFolder)
+        defaults.sharedFolder = directory.file("mnt")
+        #expect(!defaults.ownsSharedFolder, "a folder set in code is not the default either")
+    }
+
+    @Test("through a relay syncd creates no shared folder: its state folder holds only what it uses")
+    func relayCreatesNoSharedFolder() async throws {
+        let directory = try TemporaryDirectory("cfg")
+        let token = try directory.write("relay.token", "relay-test-token\n")
+        let file = try directory.write("syncd.toml", "[relay]\nurl = \"http://127.0.0.1:9\"\ntoken_file = \"\(token)\"\n")
+        var environment = ProcessInfo.processInfo.environment
+        environment["STATE_DIRECTORY"] = directory.file("state")
+        environment["RUNTIME_DIRECTORY"] = directory.file("run")
+        let process = try Subprocess(Products.path("syncd"), ["--config", file], environment: environment)
+        defer { process.process.terminate() }
+        let socket = directory.file("run") + "/syncd.sock"
+        try await eventually(within: .seconds(20), "syncd to listen on \(socket):\n\(process.stderr)") {
+            FileManager.default.fileExists(atPath: socket) || !process.process.isRunning
+        }
+        #expect(process.process.isRunning, "\(process.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("state") + "/shared"))
+        #expect(try await process.terminate() == 0, "\(process.stderr)")
     }
 
     @Test("syncd starts on the shipped config/syncd.toml as it is, creating its default shared folder")

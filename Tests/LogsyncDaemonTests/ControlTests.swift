@@ -222,7 +222,12 @@ struct ControlTests {
         try await b.stop()
     }
 
-    @Test("a reload applies [retention] from the next round, and reports a [relay] it cannot apply as needing a restart")
+    /// The baselines this cluster's nodes have published, anywhere in the shared folder.
+    private func baselines(in cluster: SyncdCluster) -> [String] {
+        (FileManager.default.enumerator(atPath: cluster.shared)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".lsbase") }
+    }
+
+    @Test("a reload applies [retention] to the loop's rounds and to prune, and reports a [relay] it cannot apply as needing a restart")
     func reloadRetentionAndRelay() async throws {
         let cluster = try cluster("reload-retention")
         let a = try cluster.addNode("a", tables: ["retention": ["baseline_after_transactions = 10000"]])
@@ -231,17 +236,21 @@ struct ControlTests {
         let before = try await a.syncctl(["prune", "--dry-run"])
         #expect(before.status == 0, "\(before)")
         #expect(before.stdout.contains("after 10000 transactions"), "\(before.stdout)")
+        try a.openStore().write(author: "a") { try $0.insert("Note", ["id": .text(UUID().uuidString.lowercased()), "title": "one"]) }
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        #expect(baselines(in: cluster).isEmpty, "one transaction is short of 10,000")
 
         let original = try String(contentsOfFile: a.configPath, encoding: .utf8)
         let token = try cluster.directory.write("a/relay.token", "reload-test-token\n")
-        try (original.replacingOccurrences(of: "baseline_after_transactions = 10000", with: "baseline_after_transactions = 777")
+        try (original.replacingOccurrences(of: "baseline_after_transactions = 10000", with: "baseline_after_transactions = 1")
             + "\n[relay]\nurl = \"http://127.0.0.1:9\"\ntoken_file = \"\(token)\"\n")
             .write(toFile: a.configPath, atomically: true, encoding: .utf8)
         let reloaded = try await a.syncctl(["reload"])
         #expect(reloaded.status == 0, "\(reloaded)")
         #expect(reloaded.stdout.contains("restart syncd to apply relay"), "\(reloaded.stdout)")
-        let after = try await a.syncctl(["prune", "--dry-run"])
-        #expect(after.stdout.contains("after 777 transactions"), "the new threshold applies without a restart: \(after.stdout)")
+        // The next round (the loop may run one by itself first) writes the baseline the new threshold asks for.
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        #expect(baselines(in: cluster).count == 1, "the round after the reload writes a baseline:\n\(a.log)")
 
         try original.replacingOccurrences(of: "baseline_after_transactions = 10000", with: "enabled = false")
             .write(toFile: a.configPath, atomically: true, encoding: .utf8)
@@ -250,7 +259,35 @@ struct ControlTests {
         #expect(!off.stdout.contains("restart"), "the relay table is gone again: nothing needs a restart: \(off.stdout)")
         let refused = try await a.syncctl(["prune", "--dry-run"])
         #expect(refused.status != 0)
+        #expect(refused.stderr.contains("retention is off"), "prune sees the reloaded settings: \(refused)")
+        try await a.stop()
+    }
+
+    @Test("a reload while an account switch mounts the new store reaches the rounds on that store, not only prune")
+    func reloadDuringSwitch() async throws {
+        let cluster = try cluster("reload-switch")
+        let a = try cluster.addNode("a", account: "x", tables: ["retention": ["baseline_after_transactions = 1"]])
+        // The switch waits 3 s between making the new account's mount and handing it to the loop.
+        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting"])
+        defer { a.process?.process.terminate() }
+        let stateFile = a.storePath + ".accounts/state.json"
+        let switching = Task { try await a.syncctl(["account", "switch", "y"]) }
+        try await eventually(within: .seconds(20), "the switch reaches did_change:\n\(a.log)") {
+            (try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true
+        }
+        let original = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        try original.replacingOccurrences(of: "baseline_after_transactions = 1", with: "enabled = false")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        #expect(try await a.syncctl(["reload"]).status == 0)
+        let switched = try await switching.value
+        #expect(switched.status == 0, "\(switched)\n\(a.log)")
+
+        // Retention is off for prune and for the loop: a transaction and a round write no baseline.
+        let refused = try await a.syncctl(["prune", "--dry-run"])
         #expect(refused.stderr.contains("retention is off"), "\(refused)")
+        try add("in y", to: a)
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        #expect(baselines(in: cluster).isEmpty, "the loop runs with retention off:\n\(a.log)")
         try await a.stop()
     }
 }

@@ -10,7 +10,8 @@ public struct DaemonConfiguration: Sendable {
     /// registered schema is used; with neither, the embedded notes schema is used.
     public var schemaPath: String?
     public var account: String
-    public var sharedFolder: String
+    /// The folder all nodes share. Set here or in a file, it is no longer the default syncd creates.
+    public var sharedFolder: String { didSet { ownsSharedFolder = false } }
     public var rescanIntervalMilliseconds: Int
     public var segmentChanges: Int
     public var batchChanges: Int
@@ -163,7 +164,6 @@ public struct DaemonConfiguration: Sendable {
             case ("sync", "shared_folder"):
                 sharedFolder = resolve(try string())
                 sharedFolderLine = entry.line
-                ownsSharedFolder = false
             case ("sync", "rescan_interval_ms"): rescanIntervalMilliseconds = try positive()
             case ("sync", "segment_changes"): segmentChanges = try positive()
             case ("sync", "batch_changes"): batchChanges = try positive()
@@ -210,9 +210,9 @@ public struct DaemonConfiguration: Sendable {
     }
 
     /// Whether the shared folder is one the daemon may create: the default under its own state, which no
-    /// file named (`[sync] shared_folder` unset, or no file at all). A folder a file names must exist: it
-    /// may be a mount that is not there yet.
-    public var ownsSharedFolder = true
+    /// file named (`[sync] shared_folder` unset, or no file at all) and no code set. A folder named must
+    /// exist: it may be a mount that is not there yet.
+    public private(set) var ownsSharedFolder = true
 }
 
 /// Where a daemon keeps its files: systemd's directory variables when set, else the XDG base

@@ -487,10 +487,16 @@ extension SyncDaemon {
     /// Stores did change: syncing resumes on the new store, apps are told.
     private func announce(_ pending: AccountState.Switch) throws {
         if mounted.withLock({ $0 == nil }) {
-            let mount = try Self.mount(pending.to, schema: schema, configuration: configuration, syncthing: syncthing)
-            mounted.withLock { $0 = mount }
-            startWatchers()
-            if let engine = mount.engine { loop.attach(engine) }
+            var mount = try Self.mount(pending.to, schema: schema, configuration: configuration, syncthing: syncthing)
+            FaultInjection.delay("switch.mounting", milliseconds: 3_000)
+            reloading.withLock { _ in
+                // Settings a reload changed since the mount was made apply to it; a later reload finds it
+                // mounted and changes both it and the loop's.
+                mount.engine = mount.engine.map { $0.reconfigured(configuration.syncConfiguration.for($0.configuration.account)) }
+                mounted.withLock { $0 = mount }
+                startWatchersHoldingReload()
+                if let engine = mount.engine { loop.attach(engine) }
+            }
         }
         FaultInjection.point("switch.did-change")
         try switchLock.withLock {

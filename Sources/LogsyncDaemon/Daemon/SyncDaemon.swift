@@ -47,7 +47,9 @@ public final class SyncDaemon: Sendable {
     private let state: Mutex<State>
     /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by a stop
     /// while it ends the watchers, so that a reload cannot start one after the stop.
-    private let reloading = Mutex(())
+    /// Held by a reload, and by whatever changes what a reload would change: the mounted store and the
+    /// watchers. A reload sees the daemon either before an account switch mounts a store or after.
+    let reloading = Mutex(())
 
     /// How long start-up may spend on SQLite's quick_check of the store (`docs/operations.md`).
     public static let startCheckLimit = Duration.seconds(2)
@@ -94,7 +96,8 @@ public final class SyncDaemon: Sendable {
         let socketDirectory = URL(fileURLWithPath: configuration.socketPath).deletingLastPathComponent().path
         do {
             try DurableFiles.makeDirectories(storeDirectory)
-            if configuration.ownsSharedFolder { try DurableFiles.makeDirectories(configuration.sharedFolder) }
+            // Through a relay the shared folder is not used: nothing to create.
+            if configuration.ownsSharedFolder, configuration.relay == nil { try DurableFiles.makeDirectories(configuration.sharedFolder) }
         } catch {
             throw DaemonError(.setup, "cannot create the daemon's directories", cause: error)
         }
@@ -258,11 +261,14 @@ public final class SyncDaemon: Sendable {
 
     /// Wakes the loop on the mounted store's commits and on arrivals in its account's folder.
     func startWatchers() {
-        reloading.withLock { _ in
-            guard let store else { return }
-            install(\.commitWatcher, waking: store.commits())
-            watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
-        }
+        reloading.withLock { _ in startWatchersHoldingReload() }
+    }
+
+    /// ``startWatchers()`` for a caller that holds ``reloading``.
+    func startWatchersHoldingReload() {
+        guard let store else { return }
+        install(\.commitWatcher, waking: store.commits())
+        watchArrivals(rescanIntervalMilliseconds: configuration.rescanIntervalMilliseconds)
     }
 
     /// Wakes the loop on each element of `stream`, in place of the watcher at `slot` (none once stopped).
@@ -392,7 +398,9 @@ public final class SyncDaemon: Sendable {
             return engine
         }
         loop.reconfigure(engine: engine, maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
-        if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds {
+        // Only a running watcher is replaced: after stopWatchers() (a switch letting go of its store) none is
+        // started on the store being let go of.
+        if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds, state.withLock({ $0.arrivalsWatcher != nil }) {
             watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
         }
         var message = "reloaded \(file ?? "embedded defaults")"
