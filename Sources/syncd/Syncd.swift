@@ -19,8 +19,8 @@ struct Syncd: ParsableCommand {
             $XDG_CONFIG_HOME/logsync/syncd.toml, ~/.config/logsync/syncd.toml (/etc/logsync/syncd.toml for root) \
             that exists, else embedded defaults. SIGTERM and SIGINT stop syncd after the batch at hand; SIGHUP \
             re-reads the configuration. Exit statuses: 0 stopped, 64 bad command line, 65 the store is damaged or \
-            its tables were changed by another program, 71 cannot start, 75 another syncd runs on this store, 77 the control \
-            socket's folder is not private, 78 bad configuration (docs/exit-codes.md).
+            its tables were changed by another program, 71 cannot start, 75 another syncd runs on this store, \
+            77 the control socket's folder is not private, 78 bad configuration (docs/exit-codes.md).
             """,
         version: LogsyncVersion.current)
 

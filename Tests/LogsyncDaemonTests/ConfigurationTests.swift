@@ -138,6 +138,26 @@ struct ConfigurationTests {
         #expect(!FileManager.default.fileExists(atPath: directory.file("store.sqlite")))
     }
 
+    /// Starts syncd on `config` with systemd's state and runtime folders in `directory` (`state`, `run`),
+    /// and waits until it listens on its control socket.
+    private func startSyncd(config: String, in directory: TemporaryDirectory) async throws -> Subprocess {
+        var environment = ProcessInfo.processInfo.environment
+        environment["STATE_DIRECTORY"] = directory.file("state")
+        environment["RUNTIME_DIRECTORY"] = directory.file("run")
+        let process = try Subprocess(Products.path("syncd"), ["--config", config], environment: environment)
+        let socket = directory.file("run") + "/syncd.sock"
+        do {
+            try await eventually(within: .seconds(20), "syncd to listen on \(socket):\n\(process.stderr)") {
+                FileManager.default.fileExists(atPath: socket) || !process.process.isRunning
+            }
+        } catch {
+            process.process.terminate()
+            throw error
+        }
+        #expect(process.process.isRunning, "\(process.stderr)")
+        return process
+    }
+
     @Test("the default shared folder is syncd's to create, with or without a file; one a file names is not")
     func sharedFolderOwnership() throws {
         let directory = try TemporaryDirectory("cfg")
@@ -159,16 +179,8 @@ struct ConfigurationTests {
         let directory = try TemporaryDirectory("cfg")
         let token = try directory.write("relay.token", "relay-test-token\n")
         let file = try directory.write("syncd.toml", "[relay]\nurl = \"http://127.0.0.1:9\"\ntoken_file = \"\(token)\"\n")
-        var environment = ProcessInfo.processInfo.environment
-        environment["STATE_DIRECTORY"] = directory.file("state")
-        environment["RUNTIME_DIRECTORY"] = directory.file("run")
-        let process = try Subprocess(Products.path("syncd"), ["--config", file], environment: environment)
+        let process = try await startSyncd(config: file, in: directory)
         defer { process.process.terminate() }
-        let socket = directory.file("run") + "/syncd.sock"
-        try await eventually(within: .seconds(20), "syncd to listen on \(socket):\n\(process.stderr)") {
-            FileManager.default.fileExists(atPath: socket) || !process.process.isRunning
-        }
-        #expect(process.process.isRunning, "\(process.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.file("state") + "/shared"))
         #expect(try await process.terminate() == 0, "\(process.stderr)")
     }
@@ -176,16 +188,8 @@ struct ConfigurationTests {
     @Test("syncd starts on the shipped config/syncd.toml as it is, creating its default shared folder")
     func startsOnShippedConfig() async throws {
         let directory = try TemporaryDirectory("cfg")
-        var environment = ProcessInfo.processInfo.environment
-        environment["STATE_DIRECTORY"] = directory.file("state")
-        environment["RUNTIME_DIRECTORY"] = directory.file("run")
-        let process = try Subprocess(Products.path("syncd"), ["--config", Products.packageRoot + "/config/syncd.toml"], environment: environment)
+        let process = try await startSyncd(config: Products.packageRoot + "/config/syncd.toml", in: directory)
         defer { process.process.terminate() }
-        let socket = directory.file("run") + "/syncd.sock"
-        try await eventually(within: .seconds(20), "syncd to listen on \(socket):\n\(process.stderr)") {
-            FileManager.default.fileExists(atPath: socket) || !process.process.isRunning
-        }
-        #expect(process.process.isRunning, "\(process.stderr)")
         var isDirectory: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: directory.file("state") + "/shared", isDirectory: &isDirectory) && isDirectory.boolValue)
         #expect(try await process.terminate() == 0, "\(process.stderr)")

@@ -236,7 +236,7 @@ struct ControlTests {
         let before = try await a.syncctl(["prune", "--dry-run"])
         #expect(before.status == 0, "\(before)")
         #expect(before.stdout.contains("after 10000 transactions"), "\(before.stdout)")
-        try a.openStore().write(author: "a") { try $0.insert("Note", ["id": .text(UUID().uuidString.lowercased()), "title": "one"]) }
+        try add("one", to: a)
         #expect(try await a.syncctl(["trigger"]).status == 0)
         #expect(baselines(in: cluster).isEmpty, "one transaction is short of 10,000")
 

@@ -492,7 +492,7 @@ extension SyncDaemon {
             reloading.withLock { _ in
                 // Settings a reload changed since the mount was made apply to it; a later reload finds it
                 // mounted and changes both it and the loop's.
-                mount.engine = mount.engine.map { $0.reconfigured(configuration.syncConfiguration.for($0.configuration.account)) }
+                mount.engine = mount.engine.map { $0.reconfigured(to: configuration) }
                 mounted.withLock { $0 = mount }
                 startWatchersHoldingReload()
                 if let engine = mount.engine { loop.attach(engine) }

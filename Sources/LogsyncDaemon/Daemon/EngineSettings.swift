@@ -28,6 +28,13 @@ extension RelayConnection {
     }
 }
 
+extension SyncEngine {
+    /// The same engine under `configuration`'s settings, for the account it syncs (a reload).
+    func reconfigured(to configuration: DaemonConfiguration) -> SyncEngine {
+        reconfigured(configuration.syncConfiguration.for(self.configuration.account))
+    }
+}
+
 extension SyncConfiguration {
     /// The same settings for another account's store.
     func `for`(_ account: String) -> SyncConfiguration {

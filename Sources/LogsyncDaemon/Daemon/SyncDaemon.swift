@@ -45,10 +45,9 @@ public final class SyncDaemon: Sendable {
     let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
     private let state: Mutex<State>
-    /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by a stop
-    /// while it ends the watchers, so that a reload cannot start one after the stop.
-    /// Held by a reload, and by whatever changes what a reload would change: the mounted store and the
-    /// watchers. A reload sees the daemon either before an account switch mounts a store or after.
+    /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by whatever
+    /// changes what a reload changes: a stop ending the watchers (no reload starts one after it), an
+    /// account switch mounting its new store and starting them (a reload sees the store before or after).
     let reloading = Mutex(())
 
     /// How long start-up may spend on SQLite's quick_check of the store (`docs/operations.md`).
@@ -346,8 +345,8 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
-    /// folder, socket, `[relay]`, `[syncthing]`) are reported and left as they are; a file with errors changes nothing. One reload
-    /// at a time: SIGHUP and `syncctl reload` may ask at once.
+    /// folder, socket, `[relay]`, `[syncthing]`) are reported and left as they are; a file with errors
+    /// changes nothing. One reload at a time: SIGHUP and `syncctl reload` may ask at once.
     public func reload() -> ReloadResult {
         reloading.withLock { _ in reloadAlone() }
     }
@@ -393,7 +392,7 @@ public final class SyncDaemon: Sendable {
         // The loop's rounds and the control commands (prune, status) use the mounted engine: both get the
         // new settings.
         let engine = mounted.withLock { mounted -> SyncEngine? in
-            let engine = mounted?.engine.map { $0.reconfigured(applied.syncConfiguration.for($0.configuration.account)) }
+            let engine = mounted?.engine.map { $0.reconfigured(to: applied) }
             mounted?.engine = engine
             return engine
         }
