@@ -5,7 +5,8 @@
 //
 //   CSQLite           the one place that crosses into libsqlite3 (system library + shim)
 //   CZlib             the one place that crosses into zlib (segment compression and checksums)
-//   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno
+//   CSpawn            the one place that crosses into glibc's GNU extensions for children (closefrom, pipe2)
+//   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno, posix_spawn
 //   LogsyncCore       pure: values, schema, hybrid logical clock, history types, merge rules, segment codec
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
 //   LogsyncContexts   the app-facing API: container, contexts, Codable records, fetch, merge, observation
@@ -55,7 +56,8 @@ let package = Package(
         ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
-        .target(name: "LogsyncPlatform"),
+        .systemLibrary(name: "CSpawn", path: "Sources/CSpawn"),
+        .target(name: "LogsyncPlatform", dependencies: ["CSpawn"]),
         .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),

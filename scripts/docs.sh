@@ -22,7 +22,8 @@ mkdir -p "$out"
 for module in LogsyncCore LogsyncStore LogsyncSync LogsyncContexts; do
     mkdir -p "$work/$module/graphs"
     $extract -module-name "$module" -I .build/debug/Modules -target "$triple" -minimum-access-level public \
-        -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
+        -Xcc -fmodule-map-file=Sources/CSpawn/module.modulemap -Xcc -fmodule-map-file=Sources/CSQLite/module.modulemap \
+        -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
         -output-dir "$work/$module/graphs"
     catalog="$work/$module/$module.docc"
     cp -r "Sources/$module/$module.docc" "$catalog"

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "docs", "api", "public-api.txt")
 # The library products of Package.swift: what an app can import.
 MODULES = ["LogsyncCore", "LogsyncStore", "LogsyncSync", "LogsyncContexts"]
-C_MODULES = ["CSQLite", "CZlib"]
+C_MODULES = ["CSpawn", "CSQLite", "CZlib"]
 
 
 def target_triple():

@@ -1,5 +1,9 @@
 import Foundation
+import LogsyncPlatform
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where the package's executables are built: `.build/debug` next to the sources, unless
 /// `LOGSYNC_BIN_DIR` says otherwise. `scripts/test.sh` builds them before the tests run.
@@ -61,9 +65,12 @@ public enum Tools {
 
 /// A real child process whose output lines can be awaited with a deadline.
 public final class Subprocess: Sendable {
-    public let process = Process()
+    /// Started with `posix_spawn` (``ChildProcess``), not Foundation's `Process`, which crashes when this
+    /// process holds many descriptors open.
+    public let process: ChildProcess
     private let output = Mutex(Output())
-    private let stdinPipe = Pipe()
+    /// This side of the child's stdin.
+    private let input: FileHandle
 
     private struct Output {
         /// Bytes, not text, so a character split across two reads decodes whole.
@@ -74,33 +81,37 @@ public final class Subprocess: Sendable {
     }
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = stdinPipe
-        try process.run()
-        read(out.fileHandleForReading, isStandardOutput: true)
-        read(err.fileHandleForReading, isStandardOutput: false)
+        let stdin = try ChildProcess.pipe()
+        let out = try ChildProcess.pipe()
+        let err = try ChildProcess.pipe()
+        process = try ChildProcess(
+            executable, arguments, environment: environment, standardInput: .descriptor(stdin.read.fileDescriptor),
+            standardOutput: .descriptor(out.write.fileDescriptor), standardError: .descriptor(err.write.fileDescriptor))
+        // The child's ends are its own now: each stream ends when the child (and what it started) closes it.
+        for end in [stdin.read, out.write, err.write] { try end.close() }
+        input = stdin.write
+        read(out.read, isStandardOutput: true)
+        read(err.read, isStandardOutput: false)
     }
 
     /// Reads a pipe on a thread of its own with blocking reads until end of file, so every byte the
     /// child wrote is appended, in order, before the stream counts as ended. (Foundation's
     /// `readabilityHandler` may run its handler concurrently on Linux, so the end-of-file call could
-    /// overtake the last chunk; CI once lost the tail of a command's output that way.)
+    /// overtake the last chunk; CI once lost the tail of a command's output that way. Its `availableData`
+    /// stops the process on EINTR.)
     private func read(_ handle: FileHandle, isStandardOutput: Bool) {
         Thread.detachNewThread { [weak self] in
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
             while true {
-                let data = handle.availableData
-                guard let self else { return }
-                if data.isEmpty { break }
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0, let self else { break }
+                let data = Data(buffer[0..<count])
                 self.output.withLock { output in
                     if isStandardOutput { output.stdout.append(data) } else { output.stderr.append(data) }
                 }
             }
+            try? handle.close()
             self?.output.withLock { $0.endedStreams += 1 }
         }
     }
@@ -123,11 +134,11 @@ public final class Subprocess: Sendable {
     public var stderr: String { String(decoding: output.withLock { $0.stderr }, as: UTF8.self) }
 
     public func send(_ text: String) throws {
-        try stdinPipe.fileHandleForWriting.write(contentsOf: Data(text.utf8))
+        try input.write(contentsOf: Data(text.utf8))
     }
 
     public func closeInput() throws {
-        try stdinPipe.fileHandleForWriting.close()
+        try input.close()
     }
 
     /// Waits until stdout has a line starting with `prefix` and returns that line; fails early when the

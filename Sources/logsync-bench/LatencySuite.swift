@@ -366,7 +366,7 @@ extension LatencySuite {
     final class Daemon: Sendable {
         let name: String
         private let child: Subprocess
-        private var process: Process { child.process }
+        private var process: ChildProcess { child.process }
 
         init(name: String, executable: String, arguments: [String]) throws {
             self.name = name

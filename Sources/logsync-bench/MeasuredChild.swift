@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LogsyncPlatform
 
 /// A timed step run in a child copy of this executable, so that its peak RSS is the step's alone.
 ///
@@ -11,13 +12,11 @@ enum MeasuredChild {
     /// Runs this executable with `arguments` and returns the seconds and peak RSS (KiB) the child printed.
     /// `what` names the step in the error when the child fails.
     static func run(_ arguments: [String], what: String) throws -> (seconds: Double, peakKiB: Int) {
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        child.arguments = arguments
-        let output = Pipe()
-        child.standardOutput = output
-        try child.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let output = try ChildProcess.pipe()
+        let child = try ChildProcess(
+            URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, arguments, standardOutput: .descriptor(output.write.fileDescriptor))
+        try output.write.close()
+        let data = output.read.readDataToEndOfFile()
         child.waitUntilExit()
         let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
         guard child.terminationStatus == 0, fields.count == 2, let seconds = Double(fields[0]), let peak = Int(fields[1]) else {

@@ -202,7 +202,7 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
 final class BenchRelay: Sendable {
     let executable: String
     let database: String
-    let process: Process
+    let process: ChildProcess
     let port: Int
     var url: String { "http://127.0.0.1:\(port)" }
 
@@ -210,24 +210,18 @@ final class BenchRelay: Sendable {
         self.executable = executable
         database = directory.file("relay.sqlite")
         for account in [RelaySuite.account, LatencySuite.account] {
-            let create = Process()
-            create.executableURL = URL(fileURLWithPath: executable)
-            create.arguments = ["account", "create", account, "--database", database]
-            create.standardOutput = FileHandle.nullDevice
-            try create.run()
-            create.waitUntilExit()
+            try ChildProcess(executable, ["account", "create", account, "--database", database], standardOutput: .null).waitUntilExit()
         }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["serve", "--database", database, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
+        let output = try ChildProcess.pipe()
+        process = try ChildProcess(
+            executable, ["serve", "--database", database, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"],
+            standardOutput: .descriptor(output.write.fileDescriptor))
+        try output.write.close()
         // The first line says where it listens.
         var line = ""
         let deadline = ContinuousClock.now + .seconds(30)
         while !line.hasSuffix("\n"), ContinuousClock.now < deadline {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            let byte = output.read.readData(ofLength: 1)
             if byte.isEmpty { break }
             line += String(decoding: byte, as: UTF8.self)
         }
@@ -257,14 +251,11 @@ final class BenchRelay: Sendable {
 
     /// Runs `sync-relay ARGUMENTS --database …` and returns the first line it printed.
     func admin(_ arguments: [String]) throws -> String {
-        let command = Process()
-        command.executableURL = URL(fileURLWithPath: executable)
-        command.arguments = arguments + ["--database", database]
-        let output = Pipe()
-        command.standardOutput = output
-        command.standardError = FileHandle.nullDevice
-        try command.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let output = try ChildProcess.pipe()
+        let command = try ChildProcess(
+            executable, arguments + ["--database", database], standardOutput: .descriptor(output.write.fileDescriptor), standardError: .null)
+        try output.write.close()
+        let data = output.read.readDataToEndOfFile()
         command.waitUntilExit()
         guard command.terminationStatus == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""

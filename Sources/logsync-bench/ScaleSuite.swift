@@ -383,20 +383,21 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
 
     /// One foreign writer process.
     final class Writer {
-        let process = Process()
-        let output = Pipe()
+        let process: ChildProcess
+        let output: FileHandle
 
         init(script: String, store: String, rate: Double, seconds: Double, seed: Int) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", script, store, "\(rate)", "\(seconds)", "\(seed)"]
-            process.standardOutput = output
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
+            let pipe = try ChildProcess.pipe()
+            process = try ChildProcess(
+                "/usr/bin/env", ["python3", script, store, "\(rate)", "\(seconds)", "\(seed)"],
+                standardInput: .null, standardOutput: .descriptor(pipe.write.fileDescriptor))
+            try pipe.write.close()
+            output = pipe.read
         }
 
         /// Waits for the writer to end; returns the transactions and rows it committed.
         func finish() throws -> (transactions: Int, rows: Int) {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
+            let data = output.readDataToEndOfFile()
             process.waitUntilExit()
             let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
             guard process.terminationStatus == 0, fields.count == 2 else {

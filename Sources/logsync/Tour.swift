@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync
 import LogsyncTransport
@@ -101,11 +102,9 @@ struct Tour: ParsableCommand {
 
     /// Runs one SQL script in the `sqlite3` shell; false when the shell is not installed.
     static func runShell(path: String, sql: String) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["sqlite3", path, sql]
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess("/usr/bin/env", ["sqlite3", path, sql])
         } catch {
             return false
         }

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncStore
 import LogsyncTestKit
 import Testing
@@ -82,22 +83,19 @@ struct TestCertificates {
         let port = relay.port
         let started = ContinuousClock.now
         let answer = try await onThread { () -> String in
-            let client = Process()
-            client.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-            client.arguments = ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.ca, "-quiet", "-ign_eof"]
-            let input = Pipe()
-            let output = Pipe()
-            client.standardInput = input
-            client.standardOutput = output
-            client.standardError = FileHandle.nullDevice
-            try client.run()
+            let input = try ChildProcess.pipe()
+            let output = try ChildProcess.pipe()
+            let client = try ChildProcess(
+                "/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", certificates.ca, "-quiet", "-ign_eof"],
+                standardInput: .descriptor(input.read.fileDescriptor), standardOutput: .descriptor(output.write.fileDescriptor), standardError: .null)
+            for end in [input.read, output.write] { try end.close() }
             defer { client.terminate() }
             let node = SegmentFixtures.nodeID()
             // 3 of the 1,000 bytes announced, then nothing; stdin stays open.
-            input.fileHandleForWriting.write(
+            input.write.write(
                 Data("PUT /v1/accounts/test/nodes/\(node)/segments/1-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: 1000\r\n\r\nabc".utf8))
             // Everything the relay sends until it closes the connection (openssl then exits).
-            return String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            return String(decoding: output.read.readDataToEndOfFile(), as: UTF8.self)
         }
         #expect(answer.hasPrefix("HTTP/1.1 408") && answer.contains("request_timeout"), "\(answer)")
         #expect(ContinuousClock.now - started < .seconds(15), "answered, then closed")
