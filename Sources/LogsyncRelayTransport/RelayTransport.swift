@@ -47,8 +47,8 @@ public final class RelayTransport: Transport, Sendable {
     public let node: NodeID
     let requests: CurlSession
     let state = Mutex(State())
-    /// Every request's headers: with and without a body.
-    private let headers: (plain: [String], body: [String])
+    /// Every request's headers: with and without a body. Replaced when the token is (a reload).
+    private let headers: Mutex<(plain: [String], body: [String])>
     private let contact: Mutex<RelayContact>
 
     struct State {
@@ -66,8 +66,24 @@ public final class RelayTransport: Transport, Sendable {
         self.node = node
         requests = CurlSession(caFile: settings.caFile)
         contact = Mutex(RelayContact(url: settings.url))
-        let authorization = "Authorization: Bearer \(settings.token)"
-        headers = ([authorization], [authorization, "Content-Type: application/octet-stream"])
+        headers = Mutex(Self.headers(token: settings.token))
+    }
+
+    private static func headers(token: String) -> (plain: [String], body: [String]) {
+        let authorization = "Authorization: Bearer \(token)"
+        return ([authorization], [authorization, "Content-Type: application/octet-stream"])
+    }
+
+    /// Sends `token` from the next request on (a token rotated in its file, then a reload); returns
+    /// whether it differs from the one in use.
+    @discardableResult
+    public func use(token: String) -> Bool {
+        let replacement = Self.headers(token: token)
+        return headers.withLock { headers in
+            guard headers.plain != replacement.plain else { return false }
+            headers = replacement
+            return true
+        }
     }
 
     /// What the node last heard from the relay.
@@ -227,7 +243,7 @@ public final class RelayTransport: Transport, Sendable {
             attempt += 1
             do {
                 let response = try session.perform(
-                    method: method, url: url, headers: body == nil ? headers.plain : headers.body,
+                    method: method, url: url, headers: headers.withLock { body == nil ? $0.plain : $0.body },
                     body: body, timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                     maximumResponseBytes: maximumResponseBytes, stallSeconds: stallSeconds, stream: stream)
                 record(response)

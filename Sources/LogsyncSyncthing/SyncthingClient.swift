@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncHTTP
 import LogsyncTransport
+import Synchronization
 
 /// A failed request to Syncthing's REST API: what was asked, and what went wrong.
 package struct SyncthingError: Error, Sendable, CustomStringConvertible {
@@ -40,14 +41,24 @@ package struct SyncthingFolder: Sendable, Decodable, Hashable {
 /// kept open between requests).
 package final class SyncthingClient: Sendable {
     package let url: String
-    private let apiKey: String
+    /// Replaced by ``use(apiKey:)`` (a key rotated in its file, then a reload).
+    private let apiKey: Mutex<String>
     private let timeoutMilliseconds: Int
     private let session = CurlSession()
 
     package init(url: String, apiKey: String, timeoutMilliseconds: Int = 2_000) {
         self.url = url.hasSuffix("/") ? String(url.dropLast()) : url
-        self.apiKey = apiKey
+        self.apiKey = Mutex(apiKey)
         self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    /// Sends `apiKey` from the next request on; returns whether it differs from the one in use.
+    @discardableResult
+    package func use(apiKey: String) -> Bool {
+        self.apiKey.withLock { current in
+            defer { current = apiKey }
+            return current != apiKey
+        }
     }
 
     /// `GET /rest/system/ping`: whether Syncthing answers (and accepts the key).
@@ -81,7 +92,7 @@ package final class SyncthingClient: Sendable {
         let response: CurlSession.Response
         do {
             response = try session.perform(
-                method: method, url: url + path, headers: ["X-API-Key: \(apiKey)"], body: method == "GET" ? nil : [],
+                method: method, url: url + path, headers: ["X-API-Key: \(apiKey.withLock { $0 })"], body: method == "GET" ? nil : [],
                 timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: timeoutMilliseconds, maximumResponseBytes: 4 << 20)
         } catch {
             throw SyncthingError(.unreachable, "Syncthing at \(url) did not answer \(method) \(CurlSession.redacted(path)): \(error.message)")

@@ -20,7 +20,7 @@ package final class SyncthingNudge: Sendable {
 
     package static let maximumPending = 16
 
-    private let client: SyncthingClient
+    package let client: SyncthingClient
     /// The Syncthing folder to scan; nil to find the one whose path holds the node folder.
     private let configuredFolder: String?
     private let report: @Sendable (Event) -> Void

@@ -185,6 +185,17 @@ struct ConfigurationTests {
         #expect(try await process.terminate() == 0, "\(process.stderr)")
     }
 
+    @Test("through a relay a shared_folder left in the file is not checked: it is not used")
+    func relayIgnoresSharedFolder() throws {
+        let directory = try TemporaryDirectory("cfg")
+        let token = try directory.write("relay.token", "relay-test-token\n")
+        let folder = "[sync]\nshared_folder = \"/does/not/exist\"\n"
+        let relay = try directory.write("relay.toml", folder + "[relay]\nurl = \"http://127.0.0.1:9\"\ntoken_file = \"\(token)\"\n")
+        #expect(try DaemonConfiguration.load(file: relay).relay != nil)
+        let shared = try directory.write("shared.toml", folder)
+        #expect(throws: ConfigError.self, "without [relay] the folder must exist") { try DaemonConfiguration.load(file: shared) }
+    }
+
     @Test("syncd starts on the shipped config/syncd.toml as it is, creating its default shared folder")
     func startsOnShippedConfig() async throws {
         let directory = try TemporaryDirectory("cfg")

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncControl
+import LogsyncCore
 import LogsyncDaemon
 import LogsyncPlatform
 import LogsyncTestKit
@@ -260,6 +261,33 @@ struct ControlTests {
         let refused = try await a.syncctl(["prune", "--dry-run"])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("retention is off"), "prune sees the reloaded settings: \(refused)")
+        try await a.stop()
+    }
+
+    @Test("a reload reads the schema file again: a new schema in place is reported as needing a restart, a broken one fails the reload")
+    func reloadReadsTheSchemaFile() async throws {
+        let cluster = try cluster("reload-schema")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        defer { a.process?.process.terminate() }
+        let unchanged = try await a.syncctl(["reload"])
+        #expect(unchanged.status == 0 && !unchanged.stdout.contains("restart"), "the same schema: \(unchanged)")
+
+        var next = cluster.schema
+        next.version += 1
+        next.entities.append(Entity("Tag", attributes: [Attribute("label", .text)]))
+        try Data(next.json.utf8).write(to: URL(fileURLWithPath: cluster.schemaFile))
+        let changed = try await a.syncctl(["reload"])
+        #expect(changed.status == 0, "\(changed)")
+        #expect(changed.stdout.contains("restart syncd to apply store.schema"), "\(changed.stdout)")
+
+        try Data("{ not a schema".utf8).write(to: URL(fileURLWithPath: cluster.schemaFile))
+        let broken = try await a.syncctl(["reload"])
+        #expect(broken.status == ExitStatus.configuration, "\(broken)")
+        #expect(broken.stderr.contains(cluster.schemaFile) || broken.stderr.contains("schema"), "\(broken.stderr)")
+        // The daemon runs on the schema it started with.
+        try add("after a broken schema file", to: a)
+        #expect(try await a.syncctl(["trigger"]).status == 0)
         try await a.stop()
     }
 

@@ -113,6 +113,54 @@ func note(_ title: String) -> [String: DatabaseValue] {
         try await relay.stop()
     }
 
+    @Test func tokenRotatedInItsFileIsUsedAfterAReload() async throws {
+        let relay = try RelayProcess()
+        try await relay.createAccount("test")
+        try await relay.start()
+        let cluster = try SyncdCluster("relayrotate", schema: relayTestSchema)
+        let a = try cluster.addNode("a", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "test", node: "a"))
+        let b = try cluster.addNode("b", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "test", node: "b"))
+        for node in [a, b] { try await node.start() }
+        defer { for node in [a, b] { node.process?.process.terminate() } }
+        try a.openStore().write(author: "a") { tx in try tx.insert("Note", note("before")) }
+        try await eventually(within: .seconds(20), "b receives a's note") { try Self.titles(b) == ["before"] }
+
+        // The operator revokes a's token: a's pushes are refused.
+        let tokenFile = relay.directory.file("a.token")
+        let oldToken = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let revoked = try await relay.admin(["token", "revoke", String(oldToken.split(separator: "_")[1])])
+        #expect(revoked.status == 0, "\(revoked)")
+        try a.openStore().write(author: "a") { tx in try tx.insert("Note", note("while revoked")) }
+        try await eventually(within: .seconds(20), "a's status shows the refusal") {
+            ((try await a.status()["relay"] as? [String: Any])?["last_refusal"] as? String)?.contains("401") == true
+        }
+
+        // ... and writes a new one over the old file: a reload reads it, and the held note goes out.
+        let newToken = try await relay.issueToken("test")
+        let handle = try #require(FileHandle(forWritingAtPath: tokenFile))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data((newToken + "\n").utf8))
+        try handle.close()
+        let reloaded = try await a.syncctl(["reload"])
+        #expect(reloaded.status == 0, "\(reloaded)")
+        #expect(reloaded.stdout.contains("relay token read again from \(tokenFile)"), "\(reloaded.stdout)")
+        #expect(!reloaded.stdout.contains(newToken) && !a.log.contains(newToken), "the token is in no message")
+        #expect(try await a.syncctl(["trigger"]).status == 0, "a pushes with the new token:\n\(a.log)")
+        try await eventually(within: .seconds(20), "b receives the note held while the token was revoked") {
+            try Self.titles(b) == ["before", "while revoked"]
+        }
+
+        // Through a relay, the shared folder is unused: changing it needs no restart. The token is the same.
+        let config = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        try config.replacingOccurrences(of: "shared_folder = \"", with: "shared_folder = \"/nonexistent")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        let again = try await a.syncctl(["reload"])
+        #expect(again.status == 0, "\(again)\n\(a.log)")
+        #expect(!again.stdout.contains("restart") && !again.stdout.contains("token"), "\(again.stdout)")
+        for node in [a, b] { #expect(try await node.stop() == 0) }
+        try await relay.stop()
+    }
+
     /// The notes' titles in the store a node has active now.
     static func titles(_ node: SyncdNode) throws -> Set<String> {
         Set(try node.withActiveStore { try $0.read("SELECT title FROM Note") }.compactMap { row -> String? in

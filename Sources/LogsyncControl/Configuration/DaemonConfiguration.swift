@@ -109,16 +109,19 @@ public struct DaemonConfiguration: Sendable {
             throw ConfigError(file: chosen, line: 0, "cannot read the configuration file (missing or not readable)")
         }
         let document = try ConfigFile(path: chosen, text: String(decoding: data, as: UTF8.self))
-        try configuration.apply(document, directory: URL(fileURLWithPath: chosen).deletingLastPathComponent().path)
+        let sharedFolderLine = try configuration.apply(document, directory: URL(fileURLWithPath: chosen).deletingLastPathComponent().path)
         let directory = URL(fileURLWithPath: chosen).deletingLastPathComponent().path
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         configuration.relay = try relayConnection(from: document, resolve: resolve, environment: environment)
         configuration.syncthing = try syncthingConnection(from: document, resolve: resolve, environment: environment)
+        // Through a relay the shared folder is not used: a `shared_folder` left in the file is not checked.
+        if configuration.relay == nil, let line = sharedFolderLine { try configuration.validateSharedFolder(file: chosen, line: line) }
         configuration.source = chosen
         return configuration
     }
 
-    private mutating func apply(_ document: ConfigFile, directory: String) throws(ConfigError) {
+    /// Applies the keys outside `[relay]` and `[syncthing]`; the line of `shared_folder`, if the file sets it.
+    private mutating func apply(_ document: ConfigFile, directory: String) throws(ConfigError) -> Int? {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         var sharedFolderLine: Int?
         var socketLine = 0
@@ -190,15 +193,16 @@ public struct DaemonConfiguration: Sendable {
             default: break
             }
         }
-        if let line = sharedFolderLine {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: sharedFolder, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw ConfigError(
-                    file: document.path, line: line,
-                    "shared folder \(sharedFolder.excerpt(200)) does not exist or is not a directory; create it (or mount it) first")
-            }
-        }
         try validateSocket(file: document.path, line: socketLine)
+        return sharedFolderLine
+    }
+
+    private func validateSharedFolder(file: String, line: Int) throws(ConfigError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: sharedFolder, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw ConfigError(
+                file: file, line: line, "shared folder \(sharedFolder.excerpt(200)) does not exist or is not a directory; create it (or mount it) first")
+        }
     }
 
     private func validateSocket(file: String, line: Int) throws(ConfigError) {

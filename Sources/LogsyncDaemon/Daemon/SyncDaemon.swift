@@ -41,10 +41,10 @@ public final class SyncDaemon: Sendable {
     let syncthing: SyncthingNudge?
     private let server: ControlServer
     let logger: Logger
-    private let logLevel: LogLevelSetting
+    let logLevel: LogLevelSetting
     let notifier = SystemdNotifier()
     private let startedAt = Int64(WallClock.milliseconds())
-    private let state: Mutex<State>
+    let state: Mutex<State>
     /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by whatever
     /// changes what a reload changes: a stop ending the watchers (no reload starts one after it), an
     /// account switch mounting its new store and starting them (a reload sees the store before or after).
@@ -55,7 +55,7 @@ public final class SyncDaemon: Sendable {
     /// How long a stop waits for the round in progress to reach a safe point (between import batches).
     static let stopDeadline = 3.0
 
-    private struct State {
+    struct State {
         var configuration: DaemonConfiguration
         var phase: DaemonStatus.State = .starting
         var lastSummary: SyncSummary?
@@ -71,7 +71,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// Something held or refused that the journal is told about once, when it appears.
-    private struct Notice: Hashable, Comparable {
+    struct Notice: Hashable, Comparable {
         enum Kind: Int, Comparable {
             case waiting, rejected, strayFile
             static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
@@ -196,7 +196,7 @@ public final class SyncDaemon: Sendable {
         return .notes
     }
 
-    private static func readSchema(_ path: String) throws -> Schema {
+    static func readSchema(_ path: String) throws -> Schema {
         guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
             throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
         }
@@ -297,7 +297,7 @@ public final class SyncDaemon: Sendable {
     }
 
     /// (Re)starts the watcher of the shared folder; callers hold ``reloading`` or run before any reload.
-    private func watchArrivals(rescanIntervalMilliseconds: Int) {
+    func watchArrivals(rescanIntervalMilliseconds: Int) {
         guard let transport = mounted.withLock({ $0?.transport }) else { return }
         install(\.arrivalsWatcher, waking: transport.arrivals(rescanInterval: .milliseconds(rescanIntervalMilliseconds)))
     }
@@ -342,70 +342,6 @@ public final class SyncDaemon: Sendable {
             logger.info("the WAL checkpoint waits for another process; left to the next start")
         }
         logger.info("syncd stopped")
-    }
-
-    /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
-    /// folder, socket, `[relay]`, `[syncthing]`) are reported and left as they are; a file with errors
-    /// changes nothing. One reload at a time: SIGHUP and `syncctl reload` may ask at once.
-    public func reload() -> ReloadResult {
-        reloading.withLock { _ in reloadAlone() }
-    }
-
-    private func reloadAlone() -> ReloadResult {
-        notifier.reloading()
-        defer { notifier.ready(status: statusLine()) }
-        let old = configuration
-        let file = old.source == "embedded defaults" ? nil : old.source
-        let new: DaemonConfiguration
-        do {
-            new = try DaemonConfiguration.load(file: file)
-        } catch {
-            logger.error("reload failed, still running on the previous configuration: \(error)", metadata: ["message_id": "\(MessageID.reloadFailed)"])
-            return ReloadResult(ok: false, message: "reload failed, still running on the previous configuration: \(error)", needsRestart: [])
-        }
-        var needsRestart: [String] = []
-        if new.storePath != old.storePath { needsRestart.append("store.path") }
-        if new.schemaPath != old.schemaPath { needsRestart.append("store.schema") }
-        if new.account != old.account {
-            // Once a switch has happened, the active account is the one syncctl account chose.
-            if !DurableFiles.exists(accounts.stateFile) { needsRestart.append("sync.account") }
-        }
-        if new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
-        if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
-        if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
-        if new.relay != old.relay { needsRestart.append("relay") }
-        var applied = old
-        applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
-        applied.segmentChanges = new.segmentChanges
-        applied.batchChanges = new.batchChanges
-        applied.batchMilliseconds = new.batchMilliseconds
-        applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
-        applied.logLevel = new.logLevel
-        // Every round reads the retention settings afresh: they apply from the next one.
-        applied.retentionEnabled = new.retentionEnabled
-        applied.silentNodeAfterSeconds = new.silentNodeAfterSeconds
-        applied.baselineAfterTransactions = new.baselineAfterTransactions
-        applied.progressIntervalMilliseconds = new.progressIntervalMilliseconds
-        applied.pruneIntervalMilliseconds = new.pruneIntervalMilliseconds
-        logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
-        state.withLock { $0.configuration = applied }
-        // The loop's rounds and the control commands (prune, status) use the mounted engine: both get the
-        // new settings.
-        let engine = mounted.withLock { mounted -> SyncEngine? in
-            let engine = mounted?.engine.map { $0.reconfigured(to: applied) }
-            mounted?.engine = engine
-            return engine
-        }
-        loop.reconfigure(engine: engine, maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
-        // Only a running watcher is replaced: after stopWatchers() (a switch letting go of its store) none is
-        // started on the store being let go of.
-        if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds, state.withLock({ $0.arrivalsWatcher != nil }) {
-            watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
-        }
-        var message = "reloaded \(file ?? "embedded defaults")"
-        if !needsRestart.isEmpty { message += "; restart syncd to apply \(needsRestart.joined(separator: ", "))" }
-        logger.notice("\(message)", metadata: ["message_id": "\(MessageID.reloaded)"])
-        return ReloadResult(ok: true, message: message, needsRestart: needsRestart)
     }
 
     /// The one-line STATUS= systemd shows in `systemctl status`.
