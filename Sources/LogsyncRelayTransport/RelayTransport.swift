@@ -9,7 +9,8 @@ public struct RelayClientSettings: Sendable {
     /// The relay's base URL, `https://host:port` (or `http://` for a relay on loopback or behind a proxy).
     public var url: String
     public var account: String
-    /// The bearer token (read from a file or `$CREDENTIALS_DIRECTORY`, never from syncd.toml itself).
+    /// The bearer token (read from a file or `$CREDENTIALS_DIRECTORY`, never from syncd.toml itself) the
+    /// transport starts with; ``RelayTransport/use(token:)`` replaces it.
     public var token: String
     /// A PEM file of certificate authorities to trust instead of the system's (a self-signed relay).
     public var caFile: String?

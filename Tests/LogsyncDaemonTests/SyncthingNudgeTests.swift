@@ -66,6 +66,41 @@ struct SyncthingNudgeTests {
         #expect(reported.count == 1, "the same failure is reported once: \(reported)")
     }
 
+    @Test("a new API key is sent from the next request on (a key rotated in its file, then a reload)")
+    func rotatedKey() throws {
+        let server = try SilentServer()
+        let requests = Mutex<[String]>([])
+        let listening = server.descriptor
+        // Answers each request with 200 and remembers its headers; ends when the listening socket closes.
+        Thread.detachNewThread {
+            while true {
+                let connection = accept(listening, nil, nil)
+                guard connection >= 0 else { return }
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
+                    let count = read(connection, &buffer, buffer.count)
+                    guard count > 0 else { break }
+                    received += buffer[0..<count]
+                }
+                requests.withLock { $0.append(String(decoding: received, as: UTF8.self)) }
+                let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                _ = answer.withCString { write(connection, $0, strlen($0)) }
+                close(connection)
+            }
+        }
+        defer { shutdown(server.descriptor, Int32(SHUT_RDWR)) }
+        let client = SyncthingClient(url: "http://127.0.0.1:\(server.port)", apiKey: "first-key", timeoutMilliseconds: 5_000)
+        try client.ping()
+        #expect(!client.use(apiKey: "first-key"), "the same key: nothing changes")
+        #expect(client.use(apiKey: "second-key"))
+        try client.ping()
+        let seen = requests.withLock { $0 }
+        #expect(seen.count == 2, "\(seen)")
+        #expect(seen.first?.contains("X-API-Key: first-key\r\n") == true, "\(seen)")
+        #expect(seen.last?.contains("X-API-Key: second-key\r\n") == true, "\(seen)")
+    }
+
     @Test("the folder to scan is this node's folder relative to the Syncthing folder's root")
     func relativeSub() throws {
         let directory = try TemporaryDirectory("stsub")
