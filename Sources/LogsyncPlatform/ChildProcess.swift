@@ -10,7 +10,8 @@ import Synchronization
 /// buffer, about 1,300 open descriptors (swift-corelibs-foundation #5472). The tests hold 2,200 sockets
 /// open at once, and CI crashed on it. Here the child closes every descriptor above 2 with glibc's
 /// `closefrom` action instead, starts with default signal dispositions and an empty signal mask (as
-/// under systemd), in a process group of its own; a thread per child reaps it with `waitpid`.
+/// under systemd), in a process group of its own; a thread per child waits for its end and reaps it
+/// under the same lock ``terminate(_:)`` signals under, so no signal reaches a reused pid.
 public final class ChildProcess: Sendable {
     /// What the child gets as one of its standard streams.
     public enum Stream: Sendable {
@@ -84,11 +85,16 @@ public final class ChildProcess: Sendable {
         let (exit, child) = (self.exit, pid)
         exit.ended.enter()
         Thread.detachNewThread {
-            var raw: Int32 = 0
-            var reaped: pid_t
-            repeat { reaped = waitpid(child, &raw, 0) } while reaped == -1 && errno == EINTR
-            // Reaped by someone else (ECHILD): the status is lost; say it ended with 255.
-            exit.status.withLock { $0 = reaped == child ? raw : 255 << 8 }
+            // Wait for the end without reaping, then reap under the lock: until then the pid is the child's.
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT) == -1, errno == EINTR {}
+            exit.status.withLock { status in
+                var raw: Int32 = 0
+                var reaped: pid_t
+                repeat { reaped = waitpid(child, &raw, 0) } while reaped == -1 && errno == EINTR
+                // Reaped by someone else (ECHILD): the status is lost; say it ended with 255.
+                status = reaped == child ? raw : 255 << 8
+            }
             exit.ended.leave()
         }
     }
@@ -118,9 +124,27 @@ public final class ChildProcess: Sendable {
         return exit.ended.wait(timeout: .now() + .milliseconds(milliseconds)) == .success
     }
 
-    /// Sends `signal` (SIGTERM by default) unless the child has ended and been reaped.
+    /// Sends `signal` (SIGTERM by default) unless the child has been reaped (its pid may be another's).
     public func terminate(_ signal: Int32 = SIGTERM) {
         exit.status.withLock { if $0 == nil { _ = kill(processIdentifier, signal) } }
+    }
+
+    /// Up to `maximum` bytes from `handle`, blocking until some arrive; empty at end of file (or on an
+    /// error). Retries EINTR, on which Foundation's `FileHandle` reads stop the process.
+    public static func read(_ handle: FileHandle, maximum: Int = 64 << 10) -> Data {
+        var buffer = [UInt8](repeating: 0, count: maximum)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            return count > 0 ? Data(buffer[0..<count]) : Data()
+        }
+    }
+
+    /// Everything `handle` gives until end of file.
+    public static func readToEnd(_ handle: FileHandle) -> Data {
+        var data = Data()
+        while case let chunk = read(handle), !chunk.isEmpty { data.append(chunk) }
+        return data
     }
 
     /// A pipe whose ends are closed on exec, so no other child inherits them; the child gets its end

@@ -88,7 +88,7 @@ public final class Subprocess: Sendable {
             executable, arguments, environment: environment, standardInput: .descriptor(stdin.read.fileDescriptor),
             standardOutput: .descriptor(out.write.fileDescriptor), standardError: .descriptor(err.write.fileDescriptor))
         // The child's ends are its own now: each stream ends when the child (and what it started) closes it.
-        for end in [stdin.read, out.write, err.write] { try end.close() }
+        for end in [stdin.read, out.write, err.write] { try? end.close() }
         input = stdin.write
         read(out.read, isStandardOutput: true)
         read(err.read, isStandardOutput: false)
@@ -101,12 +101,9 @@ public final class Subprocess: Sendable {
     /// stops the process on EINTR.)
     private func read(_ handle: FileHandle, isStandardOutput: Bool) {
         Thread.detachNewThread { [weak self] in
-            var buffer = [UInt8](repeating: 0, count: 64 << 10)
             while true {
-                let count = buffer.withUnsafeMutableBytes { Glibc.read(handle.fileDescriptor, $0.baseAddress, $0.count) }
-                if count < 0, errno == EINTR { continue }
-                guard count > 0, let self else { break }
-                let data = Data(buffer[0..<count])
+                let data = ChildProcess.read(handle)
+                guard !data.isEmpty, let self else { break }
                 self.output.withLock { output in
                     if isStandardOutput { output.stdout.append(data) } else { output.stderr.append(data) }
                 }
@@ -177,13 +174,13 @@ public final class Subprocess: Sendable {
 
     /// SIGTERM, then waits up to `timeout` for the exit; returns the status.
     public func terminate(timeout: Duration = .seconds(20)) async throws -> Int32 {
-        kill(process.processIdentifier, SIGTERM)
+        process.terminate(SIGTERM)
         return try await waitForExit(timeout: timeout)
     }
 
     public func waitForExit(timeout: Duration = .seconds(60)) async throws -> Int32 {
         guard try await poll(timeout: timeout, every: .milliseconds(5), { process.isRunning ? nil : true }) != nil else {
-            kill(process.processIdentifier, SIGKILL)
+            process.terminate(SIGKILL)
             throw SubprocessError.timedOut(waitingFor: "exit", stdout: stdout, stderr: stderr)
         }
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
@@ -193,12 +190,12 @@ public final class Subprocess: Sendable {
     }
 
     public func kill9() async throws {
-        kill(process.processIdentifier, SIGKILL)
+        process.terminate(SIGKILL)
         _ = try await waitForExit(timeout: .seconds(10))
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.terminate(SIGKILL)
     }
 }
 

@@ -151,7 +151,7 @@ public final class SyncdNode: Sendable {
         let elapsed = await withCheckedContinuation { (continuation: CheckedContinuation<Duration, Never>) in
             Thread.detachNewThread {
                 let start = ContinuousClock.now
-                kill(process.process.processIdentifier, SIGTERM)
+                process.process.terminate(SIGTERM)
                 while process.process.isRunning, ContinuousClock.now - start < timeout { usleep(500) }
                 continuation.resume(returning: ContinuousClock.now - start)
             }

@@ -76,7 +76,7 @@ public final class SyncthingPair: Sendable {
 
     deinit {
         for process in state.withLock({ $0.processes }) {
-            if let process, process.process.isRunning { kill(process.process.processIdentifier, SIGKILL) }
+            process?.process.terminate(SIGKILL)
         }
     }
 
@@ -159,12 +159,11 @@ public final class SyncthingPair: Sendable {
     /// SIGTERM to instance `index`, then waits (10 s, then SIGKILL) for its exit.
     public func stop(_ index: Int) {
         guard let process = state.withLock({ $0.processes[index] }) else { return }
-        let pid = process.process.processIdentifier
-        if process.process.isRunning { kill(pid, SIGTERM) }
+        process.process.terminate(SIGTERM)
         let deadline = ContinuousClock.now + .seconds(10)
         while process.process.isRunning, ContinuousClock.now < deadline { usleep(5_000) }
         if process.process.isRunning {
-            kill(pid, SIGKILL)
+            process.process.terminate(SIGKILL)
             process.process.waitUntilExit()
         }
         state.withLock { state in
@@ -259,7 +258,7 @@ public final class SyncthingPair: Sendable {
         let deadline = ContinuousClock.now + timeout
         while process.process.isRunning {
             guard ContinuousClock.now < deadline else {
-                kill(process.process.processIdentifier, SIGKILL)
+                process.process.terminate(SIGKILL)
                 throw SyncthingPairError("\(executable) \(arguments.joined(separator: " ")) did not end within \(timeout)")
             }
             usleep(5_000)

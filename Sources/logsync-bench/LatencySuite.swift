@@ -375,6 +375,8 @@ extension LatencySuite {
         }
 
         var pid: Int32 { process.processIdentifier }
+        /// Sends `signal` unless the daemon has ended (and its pid may be another's).
+        func signal(_ signal: Int32) { process.terminate(signal) }
         var isRunning: Bool { process.isRunning }
         var exitStatus: Int32 { process.isRunning ? -1 : process.terminationStatus }
         var log: String { child.stderr }
@@ -398,11 +400,11 @@ extension LatencySuite {
         @discardableResult
         func stop(grace: Duration = .seconds(10)) -> String {
             guard process.isRunning else { return "stopped (status \(process.terminationStatus))" }
-            kill(pid, SIGTERM)
+            process.terminate(SIGTERM)
             let deadline = ContinuousClock.now + grace
             while process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.005) }
             if process.isRunning {
-                kill(pid, SIGKILL)
+                process.terminate(SIGKILL)
                 process.waitUntilExit()
                 return "killed with SIGKILL after \(formatted(grace.inMilliseconds / 1000, decimals: 0)) s"
             }
@@ -453,7 +455,7 @@ extension LatencySuite {
             // Ask all first, so they shut down in parallel.
             let signalled = daemons.map { daemon in
                 guard daemon.isRunning else { return false }
-                kill(daemon.pid, SIGTERM)
+                daemon.signal(SIGTERM)
                 return true
             }
             for (daemon, wasRunning) in zip(daemons, signalled) {

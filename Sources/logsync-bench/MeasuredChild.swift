@@ -16,7 +16,7 @@ enum MeasuredChild {
         let child = try ChildProcess(
             URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, arguments, standardOutput: .descriptor(output.write.fileDescriptor))
         try output.write.close()
-        let data = output.read.readDataToEndOfFile()
+        let data = ChildProcess.readToEnd(output.read)
         child.waitUntilExit()
         let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
         guard child.terminationStatus == 0, fields.count == 2, let seconds = Double(fields[0]), let peak = Int(fields[1]) else {

@@ -189,12 +189,7 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
     }
 
     func raiseFileLimit() {
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        if limit.rlim_cur < 8_192 {
-            limit.rlim_cur = min(8_192, limit.rlim_max)
-            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        }
+        DescriptorLimit.raise(to: 8_192)
     }
 }
 
@@ -221,7 +216,7 @@ final class BenchRelay: Sendable {
         var line = ""
         let deadline = ContinuousClock.now + .seconds(30)
         while !line.hasSuffix("\n"), ContinuousClock.now < deadline {
-            let byte = output.read.readData(ofLength: 1)
+            let byte = ChildProcess.read(output.read, maximum: 1)
             if byte.isEmpty { break }
             line += String(decoding: byte, as: UTF8.self)
         }
@@ -255,7 +250,7 @@ final class BenchRelay: Sendable {
         let command = try ChildProcess(
             executable, arguments + ["--database", database], standardOutput: .descriptor(output.write.fileDescriptor), standardError: .null)
         try output.write.close()
-        let data = output.read.readDataToEndOfFile()
+        let data = ChildProcess.readToEnd(output.read)
         command.waitUntilExit()
         guard command.terminationStatus == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""

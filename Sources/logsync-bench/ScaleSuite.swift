@@ -397,7 +397,7 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
 
         /// Waits for the writer to end; returns the transactions and rows it committed.
         func finish() throws -> (transactions: Int, rows: Int) {
-            let data = output.readDataToEndOfFile()
+            let data = ChildProcess.readToEnd(output)
             process.waitUntilExit()
             let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
             guard process.terminationStatus == 0, fields.count == 2 else {

@@ -26,7 +26,7 @@ struct HostileNeighbourTests {
         // The sqlite3 shell committing one row after another as fast as it can: a writer that never
         // announces itself and, between syncd's runs, is the store's only connection.
         let writer = try ForeignWriter.start(store: a.storePath)
-        defer { if writer.process.isRunning { kill(writer.process.processIdentifier, SIGKILL) } }
+        defer { writer.process.terminate(SIGKILL) }
         _ = try await writer.line(startingWith: "committing", timeout: .seconds(20))
         for round in 1...50 {
             do {
@@ -407,7 +407,7 @@ enum ForeignWriter {
 
     /// Stops the loop and returns how many commits it made.
     static func stop(_ writer: Subprocess) async throws -> Int {
-        kill(writer.process.processIdentifier, SIGTERM)
+        writer.process.terminate(SIGTERM)
         let status = try await writer.waitForExit(timeout: .seconds(20))
         guard status == 0, let line = writer.stdout.split(separator: "\n").last(where: { $0.hasPrefix("commits ") }) else {
             throw SubprocessError.exited(status: status, stdout: writer.stdout, stderr: writer.stderr)

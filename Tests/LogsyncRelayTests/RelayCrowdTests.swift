@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -6,13 +7,8 @@ import Testing
 @Suite(.serialized) struct RelayCrowdTests {
     @Test func twoThousandIdleConnectionsDoNotStopANode() async throws {
         // Room for the connections here and in the relay (which inherits the limit), as LimitNOFILE= gives it.
-        var limit = rlimit()
-        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        if limit.rlim_cur < 8_192 {
-            limit.rlim_cur = min(8_192, limit.rlim_max)
-            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        }
-        try #require(limit.rlim_cur >= 4_500, "the test needs 4,500 file descriptors; the hard limit is \(limit.rlim_max)")
+        let limit = DescriptorLimit.raise(to: 8_192)
+        try #require(limit >= 4_500, "the test needs 4,500 file descriptors; the soft limit is \(limit)")
         let fixture = try await RelayFixture.start()
         let port = fixture.relay.port
         // 2,000 connections opened and left idle (never a byte sent), and 200 more that send half a request.

@@ -95,7 +95,7 @@ struct TestCertificates {
             input.write.write(
                 Data("PUT /v1/accounts/test/nodes/\(node)/segments/1-1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: 1000\r\n\r\nabc".utf8))
             // Everything the relay sends until it closes the connection (openssl then exits).
-            return String(decoding: output.read.readDataToEndOfFile(), as: UTF8.self)
+            return String(decoding: ChildProcess.readToEnd(output.read), as: UTF8.self)
         }
         #expect(answer.hasPrefix("HTTP/1.1 408") && answer.contains("request_timeout"), "\(answer)")
         #expect(ContinuousClock.now - started < .seconds(15), "answered, then closed")
