@@ -14,19 +14,7 @@ struct SyncthingNudgeTests {
         let port: Int
 
         init() throws {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            self.descriptor = descriptor
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let listening = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(descriptor, $0, length) == 0 && listen(descriptor, 16) == 0 && getsockname(descriptor, $0, &length) == 0
-                }
-            }
-            try #require(descriptor >= 0 && listening, "a listening socket on 127.0.0.1 (errno \(errno))")
-            port = Int(UInt16(bigEndian: address.sin_port))
+            (descriptor, port) = try StubHTTPServer.listen()
         }
 
         deinit { close(descriptor) }
@@ -68,37 +56,15 @@ struct SyncthingNudgeTests {
 
     @Test("a new API key is sent from the next request on (a key rotated in its file, then a reload)")
     func rotatedKey() throws {
-        let server = try SilentServer()
-        let requests = Mutex<[String]>([])
-        let listening = server.descriptor
-        // Answers each request with 200 and remembers its headers; ends when the listening socket closes.
-        Thread.detachNewThread {
-            while true {
-                let connection = accept(listening, nil, nil)
-                guard connection >= 0 else { return }
-                var received: [UInt8] = []
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                while !String(decoding: received, as: UTF8.self).contains("\r\n\r\n") {
-                    let count = read(connection, &buffer, buffer.count)
-                    guard count > 0 else { break }
-                    received += buffer[0..<count]
-                }
-                requests.withLock { $0.append(String(decoding: received, as: UTF8.self)) }
-                let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                _ = answer.withCString { write(connection, $0, strlen($0)) }
-                close(connection)
-            }
-        }
-        defer { shutdown(server.descriptor, Int32(SHUT_RDWR)) }
+        let server = try StubHTTPServer { _ in (200, "") }
+        defer { server.stop() }
         let client = SyncthingClient(url: "http://127.0.0.1:\(server.port)", apiKey: "first-key", timeoutMilliseconds: 5_000)
         try client.ping()
         #expect(!client.use(apiKey: "first-key"), "the same key: nothing changes")
         #expect(client.use(apiKey: "second-key"))
         try client.ping()
-        let seen = requests.withLock { $0 }
-        #expect(seen.count == 2, "\(seen)")
-        #expect(seen.first?.contains("X-API-Key: first-key\r\n") == true, "\(seen)")
-        #expect(seen.last?.contains("X-API-Key: second-key\r\n") == true, "\(seen)")
+        let keys = server.received.map { $0.headers["x-api-key"] }
+        #expect(keys == ["first-key", "second-key"], "\(server.received)")
     }
 
     @Test("the folder to scan is this node's folder relative to the Syncthing folder's root")

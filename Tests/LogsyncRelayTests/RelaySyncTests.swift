@@ -161,6 +161,40 @@ func note(_ title: String) -> [String: DatabaseValue] {
         try await relay.stop()
     }
 
+    @Test func tokenRotatedWhileASwitchMountsIsUsed() async throws {
+        let relay = try RelayProcess()
+        for account in ["x", "y"] { try await relay.createAccount(account) }
+        try await relay.start()
+        let cluster = try SyncdCluster("relayswitchrotate", schema: relayTestSchema)
+        for account in ["x", "y"] { _ = try await relay.tokenFile(account, name: "a-\(account).token") }
+        let a = try cluster.addNode(
+            "a", account: "x", rescanIntervalMilliseconds: 60_000,
+            extra: ["", "[relay]", "url = \"\(relay.url)\"", "token_file = \"\(relay.directory.file("a-{account}.token"))\"", "long_poll_s = 5"])
+        let c = try cluster.addNode("c", account: "y", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "y", node: "c"))
+        // The switch waits 3 s between making the new account's transport (reading y's token) and using it.
+        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting"])
+        try await c.start()
+        defer { for node in [a, c] { node.process?.process.terminate() } }
+        let stateFile = a.storePath + ".accounts/state.json"
+        let switching = Task { try await a.syncctl(["account", "switch", "y"]) }
+        try await eventually(within: .seconds(20), "the switch reaches did_change:\n\(a.log)") {
+            (try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true
+        }
+        // Meanwhile the operator rotates y's token: the one read for the new transport is revoked.
+        let tokenFile = relay.directory.file("a-y.token")
+        let oldToken = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await relay.admin(["token", "revoke", String(oldToken.split(separator: "_")[1])]).status == 0)
+        try Data((try await relay.issueToken("y") + "\n").utf8).write(to: URL(fileURLWithPath: tokenFile))
+        #expect(try await a.syncctl(["reload"]).status == 0)
+        let switched = try await switching.value
+        #expect(switched.status == 0, "\(switched)\n\(a.log)")
+
+        try a.withActiveStore { try $0.write(author: "a") { tx in try tx.insert("Note", note("y from a")) } }
+        try await eventually(within: .seconds(20), "c receives a's note: a pushes with the new token:\n\(a.log)") { try Self.titles(c) == ["y from a"] }
+        for node in [a, c] { #expect(try await node.stop() == 0) }
+        try await relay.stop()
+    }
+
     /// The notes' titles in the store a node has active now.
     static func titles(_ node: SyncdNode) throws -> Set<String> {
         Set(try node.withActiveStore { try $0.read("SELECT title FROM Note") }.compactMap { row -> String? in

@@ -493,6 +493,12 @@ extension SyncDaemon {
                 // Settings a reload changed since the mount was made apply to it; a later reload finds it
                 // mounted and changes both it and the loop's.
                 mount.engine = mount.engine.map { $0.reconfigured(to: configuration) }
+                // A token rotated since the mount read it: the reload that asked for it found no store mounted.
+                if let transport = mount.transport as? RelayTransport, let connection = configuration.relay, let account = mount.account,
+                    let token = try? RelayConnection.readToken(connection.tokenFile(for: account))
+                {
+                    transport.use(token: token)
+                }
                 mounted.withLock { $0 = mount }
                 startWatchersHoldingReload()
                 if let engine = mount.engine { loop.attach(engine) }

@@ -41,11 +41,10 @@ extension SyncDaemon {
             // Once a switch has happened, the active account is the one syncctl account chose.
             if !DurableFiles.exists(accounts.stateFile) { needsRestart.append("sync.account") }
         }
-        // Through a relay before and after, the shared folder and Syncthing are not used: nothing to apply.
-        let folderInUse = old.relay == nil || new.relay == nil
-        if folderInUse, new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
+        // Through a relay before and after, the shared folder is not used: nothing to apply.
+        if old.relay == nil || new.relay == nil, new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
         if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
-        if folderInUse, new.syncthing != old.syncthing { needsRestart.append("syncthing") }
+        if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
         if new.relay != old.relay { needsRestart.append("relay") }
         var applied = old
         applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
@@ -102,7 +101,8 @@ extension SyncDaemon {
     /// before anything changes.
     private func readSecrets(old: DaemonConfiguration, new: DaemonConfiguration) throws -> Secrets {
         var secrets = Secrets()
-        // The mounted store's transport, not a switch's next one: a switch mounts under the reload lock.
+        // The mounted store's transport. A switch's next one is installed under the reload lock and reads
+        // its token again then, so a token rotated while it was being made is not missed.
         let relay = mounted.withLock { mounted -> (account: String, transport: RelayTransport)? in
             guard let account = mounted?.account, let transport = mounted?.transport as? RelayTransport else { return nil }
             return (account, transport)

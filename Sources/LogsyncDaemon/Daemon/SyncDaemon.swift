@@ -200,7 +200,11 @@ public final class SyncDaemon: Sendable {
         guard case .bytes(let bytes)? = try? Directory.readFile(atPath: path, maximumBytes: 16 << 20) else {
             throw DaemonError(.setup, "cannot read schema file \(path) (missing, unreadable, not a regular file, or over 16 MiB)")
         }
-        return try Schema(json: Data(bytes))
+        do {
+            return try Schema(json: Data(bytes))
+        } catch {
+            throw DaemonError(.setup, "schema file \(path) does not hold a valid schema; fix it or point store.schema elsewhere", cause: error)
+        }
     }
 
     /// Another program writing the store may hold its locks past one busy timeout at start-up: try
