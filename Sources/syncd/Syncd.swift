@@ -31,6 +31,9 @@ struct Syncd: ParsableCommand {
     var logLevel: Logger.Level?
 
     func run() throws {
+        // Before any thread starts: a SIGTERM that comes while syncd starts waits for its handler.
+        HandledSignals.block([SIGTERM, SIGINT, SIGHUP])
+        FaultInjection.delay("syncd.starting", milliseconds: 1_500)
         let configuration: DaemonConfiguration
         do {
             configuration = try DaemonConfiguration.load(file: config)
@@ -54,14 +57,12 @@ struct Syncd: ParsableCommand {
         let done = DispatchSemaphore(value: 0)
         var sources: [DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
-            signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
             source.setEventHandler { done.signal() }
             source.resume()
             sources.append(source)
         }
         // SIGHUP re-reads the configuration; a broken file keeps the running one (and says where it is broken).
-        signal(SIGHUP, SIG_IGN)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "syncd.reload"))
         hangup.setEventHandler { _ = daemon.reload() }
         hangup.resume()

@@ -197,6 +197,33 @@ struct DaemonTests {
         try await a.stop()
         try await b.stop()
     }
+
+    @Test("a SIGTERM while syncd starts is kept until its handler is in place: a clean stop, not death by signal")
+    func sigtermDuringStart() async throws {
+        let cluster = try cluster("early-term")
+        let a = try cluster.addNode("a")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LOGSYNC_FAULT"] = "syncd.starting"  // 1.5 s at the top of main
+        let early = try Subprocess(Products.path("syncd"), ["--config", a.configPath], environment: environment)
+        try await Task.sleep(for: .milliseconds(300))
+        early.process.terminate(SIGTERM)
+        let status = try await early.waitForExit(timeout: .seconds(20))
+        #expect(status == 0 && !early.process.endedBySignal, "exit \(status):\n\(early.stderr)")
+        #expect(early.stderr.contains("syncd ready") && early.stderr.contains("syncd stopped"), "\(early.stderr)")
+
+        // Every thread of a running syncd blocks the signals it handles (they wait for their Dispatch source).
+        try await a.start()
+        let pid = try #require(a.process).process.processIdentifier
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+        let handled = [SIGTERM, SIGINT, SIGHUP].reduce(UInt64(0)) { $0 | 1 << UInt64($1 - 1) }
+        for task in tasks {
+            let text = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
+            let blocked = text.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
+                .flatMap { UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16) }
+            #expect(blocked.map { $0 & handled } == handled, "thread \(task) of syncd: SigBlk \(String(describing: blocked))")
+        }
+        #expect(try await a.stop() == 0)
+    }
 }
 
 @Suite("syncd refuses what it cannot do, clearly")
