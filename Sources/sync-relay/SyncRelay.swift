@@ -6,11 +6,12 @@ import LogsyncControl
 import LogsyncPlatform
 import LogsyncRelay
 import LogsyncSystemd
+import Synchronization
 
 /// `sync-relay`: the HTTP relay nodes push their segments to and pull each other's from, and the
 /// commands that manage its accounts and tokens.
 @main
-struct SyncRelay: AsyncParsableCommand {
+struct SyncRelay: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync-relay",
         abstract: "Relay logsync segments between nodes over HTTP(S); manage its accounts and tokens.",
@@ -24,6 +25,31 @@ struct SyncRelay: AsyncParsableCommand {
         version: LogsyncVersion.current,
         subcommands: [Serve.self, Account.self, Token.self],
         defaultSubcommand: Serve.self)
+
+    /// A synchronous main, so that `serve` can block the signals it handles on the main thread before any
+    /// other thread starts (an async main runs its body on a pool thread, and the main thread would take
+    /// a SIGTERM that comes while the relay starts, and die of it); it then runs `serve` on the pool.
+    static func main() {
+        var command: ParsableCommand
+        do {
+            command = try parseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        guard let serve = command as? Serve else {
+            do { try command.run() } catch { exit(withError: error) }
+            return
+        }
+        HandledSignals.block([SIGTERM, SIGINT, SIGHUP])
+        let outcome = Mutex<(any Error)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            do { try await serve.run() } catch { outcome.withLock { $0 = error } }
+            done.signal()
+        }
+        done.wait()
+        if let error = outcome.withLock({ $0 }) { exit(withError: error) }
+    }
 }
 
 struct Location: ParsableArguments {
@@ -83,6 +109,7 @@ struct Serve: AsyncParsableCommand {
     var logLevel: Logger.Level?
 
     func run() async throws {
+        FaultInjection.delay("relay.starting", milliseconds: 1_500)
         var (settings, source) = try location.settings()
         if let host { settings.host = host }
         if let port { settings.port = port }

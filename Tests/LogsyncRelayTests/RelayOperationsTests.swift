@@ -30,6 +30,20 @@ import Testing
         }
     }
 
+    @Test func sigtermWhileStartingStopsGracefully() async throws {
+        let directory = try TemporaryDirectory("relay-early-term")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LOGSYNC_FAULT"] = "relay.starting"  // 1.5 s at the top of serve
+        let relay = try Subprocess(
+            Products.path("sync-relay"), ["serve", "--database", directory.file("relay.sqlite"), "--host", "127.0.0.1", "--port", "0"],
+            environment: environment)
+        try await Task.sleep(for: .milliseconds(300))
+        relay.process.terminate(SIGTERM)
+        let status = try await relay.waitForExit(timeout: .seconds(20))
+        #expect(status == 0 && !relay.process.endedBySignal, "exit \(status):\n\(relay.stdout)\(relay.stderr)")
+        #expect(relay.stderr.contains("sync-relay stopped"), "\(relay.stderr)")
+    }
+
     @Test func everyDocumentedKeyIsAccepted() async throws {
         let directory = try TemporaryDirectory("relayconf")
         let shipped = try String(contentsOfFile: Self.root + "/config/sync-relay.toml", encoding: .utf8)
