@@ -26,6 +26,9 @@ public struct RelayConnection: Sendable, Hashable {
         tokenFile.replacingOccurrences(of: Self.accountPlaceholder, with: account)
     }
 
+    /// The token for `account`'s logs, read from its file now.
+    public func token(for account: String) throws(ConfigError) -> String { try Self.readToken(tokenFile(for: account)) }
+
     /// Whether each account has a token file of its own.
     public var hasTokenPerAccount: Bool { tokenFile.contains(Self.accountPlaceholder) }
 }

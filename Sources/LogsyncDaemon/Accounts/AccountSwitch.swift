@@ -495,7 +495,7 @@ extension SyncDaemon {
                 mount.engine = mount.engine.map { $0.reconfigured(to: configuration) }
                 // A token rotated since the mount read it: the reload that asked for it found no store mounted.
                 if let transport = mount.transport as? RelayTransport, let connection = configuration.relay, let account = mount.account,
-                    let token = try? RelayConnection.readToken(connection.tokenFile(for: account))
+                    let token = try? connection.token(for: account)
                 {
                     transport.use(token: token)
                 }

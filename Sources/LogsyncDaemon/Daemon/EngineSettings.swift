@@ -19,7 +19,7 @@ extension DaemonConfiguration {
 extension RelayConnection {
     /// The client settings, with the token read from its file now.
     public func clientSettings(account: String) throws(ConfigError) -> RelayClientSettings {
-        let token = try RelayConnection.readToken(tokenFile(for: account))
+        let token = try self.token(for: account)
         var settings = RelayClientSettings(url: url, account: account, token: token, caFile: caFile)
         settings.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         settings.requestTimeoutMilliseconds = requestTimeoutMilliseconds

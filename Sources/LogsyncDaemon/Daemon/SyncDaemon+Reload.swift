@@ -108,9 +108,8 @@ extension SyncDaemon {
             return (account, transport)
         }
         if let connection = new.relay, connection == old.relay, let relay {
-            let file = connection.tokenFile(for: relay.account)
-            let token = try RelayConnection.readToken(file)
-            secrets.relayToken = Secret(file: file) { relay.transport.use(token: token) }
+            let token = try connection.token(for: relay.account)
+            secrets.relayToken = Secret(file: connection.tokenFile(for: relay.account)) { relay.transport.use(token: token) }
         }
         if let connection = new.syncthing, connection == old.syncthing, let client = syncthing?.client {
             let key = try SyncthingConnection.apiKey.read(connection.apiKeyFile)
