@@ -129,6 +129,20 @@ public final class ChildProcess: Sendable {
         exit.status.withLock { if $0 == nil { _ = kill(processIdentifier, signal) } }
     }
 
+    /// Runs `executable` to its end; its exit status (as ``terminationStatus``) and what it wrote on
+    /// stdout. Its stdin is `/dev/null`.
+    public static func run(
+        _ executable: String, _ arguments: [String], standardError: Stream = .inherit
+    ) throws(SystemError) -> (status: Int32, output: Data) {
+        let output = try pipe()
+        let child = try ChildProcess(
+            executable, arguments, standardInput: .null, standardOutput: .descriptor(output.write.fileDescriptor), standardError: standardError)
+        try? output.write.close()
+        let data = readToEnd(output.read)
+        child.waitUntilExit()
+        return (child.terminationStatus, data)
+    }
+
     /// Up to `maximum` bytes from `handle`, blocking until some arrive; empty at end of file (or on an
     /// error). Retries EINTR, on which Foundation's `FileHandle` reads stop the process.
     public static func read(_ handle: FileHandle, maximum: Int = 64 << 10) -> Data {

@@ -12,15 +12,10 @@ enum MeasuredChild {
     /// Runs this executable with `arguments` and returns the seconds and peak RSS (KiB) the child printed.
     /// `what` names the step in the error when the child fails.
     static func run(_ arguments: [String], what: String) throws -> (seconds: Double, peakKiB: Int) {
-        let output = try ChildProcess.pipe()
-        let child = try ChildProcess(
-            URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, arguments, standardOutput: .descriptor(output.write.fileDescriptor))
-        try output.write.close()
-        let data = ChildProcess.readToEnd(output.read)
-        child.waitUntilExit()
+        let (status, data) = try ChildProcess.run(URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path, arguments)
         let fields = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard child.terminationStatus == 0, fields.count == 2, let seconds = Double(fields[0]), let peak = Int(fields[1]) else {
-            throw BenchError("the \(what) child failed (exit \(child.terminationStatus)): \(String(decoding: data, as: UTF8.self))")
+        guard status == 0, fields.count == 2, let seconds = Double(fields[0]), let peak = Int(fields[1]) else {
+            throw BenchError("the \(what) child failed (exit \(status)): \(String(decoding: data, as: UTF8.self))")
         }
         return (seconds, peak)
     }

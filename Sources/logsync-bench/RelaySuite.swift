@@ -246,13 +246,8 @@ final class BenchRelay: Sendable {
 
     /// Runs `sync-relay ARGUMENTS --database …` and returns the first line it printed.
     func admin(_ arguments: [String]) throws -> String {
-        let output = try ChildProcess.pipe()
-        let command = try ChildProcess(
-            executable, arguments + ["--database", database], standardOutput: .descriptor(output.write.fileDescriptor), standardError: .null)
-        try output.write.close()
-        let data = ChildProcess.readToEnd(output.read)
-        command.waitUntilExit()
-        guard command.terminationStatus == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
+        let (status, data) = try ChildProcess.run(executable, arguments + ["--database", database], standardError: .null)
+        guard status == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
     }
 

@@ -42,6 +42,9 @@ struct ChildProcessTests {
         #expect(sleeping.terminationStatus == SIGKILL && sleeping.endedBySignal)
         sleeping.terminate()  // ended and reaped: nothing is sent
 
+        let ran = try ChildProcess.run("/bin/sh", ["-c", "echo out; echo err >&2; exit 4"], standardError: .null)
+        #expect(ran.status == 4 && String(decoding: ran.output, as: UTF8.self) == "out\n", "\(ran)")
+
         let environment = try await Subprocess.run("/usr/bin/env", [], environment: ["ONLY": "this"])
         #expect(environment.stdout == "ONLY=this\n", "\(environment)")
 
