@@ -129,6 +129,18 @@ public final class ChildProcess: Sendable {
         exit.status.withLock { if $0 == nil { _ = kill(processIdentifier, signal) } }
     }
 
+    /// Asks the child to stop with SIGTERM and waits up to `grace` for it; then kills it with SIGKILL and
+    /// waits for that. Whether it stopped within the grace period (false: it was killed). A child that
+    /// had already ended gets no signal.
+    @discardableResult
+    public func stop(grace: Duration) -> Bool {
+        terminate(SIGTERM)
+        if wait(timeout: grace) { return true }
+        terminate(SIGKILL)
+        waitUntilExit()
+        return false
+    }
+
     /// Runs `executable` to its end; its exit status (as ``terminationStatus``) and what it wrote on
     /// stdout. Its stdin is `/dev/null`.
     public static func run(

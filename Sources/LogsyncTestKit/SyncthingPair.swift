@@ -159,13 +159,7 @@ public final class SyncthingPair: Sendable {
     /// SIGTERM to instance `index`, then waits (10 s, then SIGKILL) for its exit.
     public func stop(_ index: Int) {
         guard let process = state.withLock({ $0.processes[index] }) else { return }
-        process.process.terminate(SIGTERM)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while process.process.isRunning, ContinuousClock.now < deadline { usleep(5_000) }
-        if process.process.isRunning {
-            process.process.terminate(SIGKILL)
-            process.process.waitUntilExit()
-        }
+        process.process.stop(grace: .seconds(10))
         state.withLock { state in
             state.previousLogs[index] += process.stdout + process.stderr
             state.processes[index] = nil

@@ -400,14 +400,7 @@ extension LatencySuite {
         @discardableResult
         func stop(grace: Duration = .seconds(10)) -> String {
             guard process.isRunning else { return "stopped (status \(process.terminationStatus))" }
-            process.terminate(SIGTERM)
-            let deadline = ContinuousClock.now + grace
-            while process.isRunning, ContinuousClock.now < deadline { Thread.sleep(forTimeInterval: 0.005) }
-            if process.isRunning {
-                process.terminate(SIGKILL)
-                process.waitUntilExit()
-                return "killed with SIGKILL after \(formatted(grace.inMilliseconds / 1000, decimals: 0)) s"
-            }
+            guard process.stop(grace: grace) else { return "killed with SIGKILL after \(formatted(grace.inMilliseconds / 1000, decimals: 0)) s" }
             return "stopped (status \(process.terminationStatus))"
         }
     }

@@ -52,6 +52,26 @@ struct ChildProcessTests {
         #expect(missing?.errno == ENOENT, "\(String(describing: missing))")
     }
 
+    @Test("stop: SIGTERM, and SIGKILL once the grace period has passed")
+    func stopWithGrace() throws {
+        let polite = try ChildProcess("/bin/sleep", ["30"], standardInput: .null)
+        #expect(polite.stop(grace: .seconds(10)), "sleep ends on SIGTERM")
+        #expect(polite.terminationStatus == SIGTERM && polite.endedBySignal)
+        #expect(polite.stop(grace: .seconds(10)), "an ended child stops at once")
+
+        // A shell that ignores SIGTERM and says so once it does: only SIGKILL ends it.
+        let output = try ChildProcess.pipe()
+        let stubborn = try ChildProcess(
+            "/bin/sh", ["-c", "trap '' TERM; echo ready; while :; do sleep 1; done"], standardInput: .null,
+            standardOutput: .descriptor(output.write.fileDescriptor))
+        try output.write.close()
+        #expect(String(decoding: ChildProcess.read(output.read), as: UTF8.self) == "ready\n")
+        let started = ContinuousClock.now
+        #expect(!stubborn.stop(grace: .milliseconds(300)), "the shell ignores SIGTERM")
+        #expect(ContinuousClock.now - started >= .milliseconds(300), "the grace period was waited out")
+        #expect(stubborn.terminationStatus == SIGKILL && stubborn.endedBySignal)
+    }
+
     @Test("children start with no signal blocked or ignored, whatever this process ignores")
     func defaultSignals() async throws {
         // SIGUSR2 is no one's in the tests: ignored here while the child starts.
