@@ -53,11 +53,20 @@ extension MergeWriter {
     /// With triggers off: records an insert of a row in history, packed with the inserts of the same entity
     /// just before it. ``recordPackedInserts()`` writes them.
     func recordInsert(of primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws {
+        try packInsert(info) { RowStateCoding.appendValue(primaryKey, to: &$0) }
+    }
+
+    /// ``recordInsert(of:info:)`` of a key already encoded as ``RowStateCoding/appendValue(_:to:)`` does.
+    func recordInsert(encodedKey: UnsafeRawBufferPointer, info: Catalog.EntityInfo) throws {
+        try packInsert(info) { $0.append(contentsOf: encodedKey) }
+    }
+
+    private func packInsert(_ info: Catalog.EntityInfo, _ appendKey: (inout [UInt8]) -> Void) throws {
         if let open = statements.packedInserts, open.entity !== info {
             try recordPackedInserts()
         }
         var keys = statements.packedInserts.take()?.keys ?? []
-        RowStateCoding.appendValue(primaryKey, to: &keys)
+        appendKey(&keys)
         statements.packedInserts = (info, keys)
     }
 

@@ -67,18 +67,20 @@ struct MergeWriter {
     /// has merged, so when it held none, a key the transaction has not merged yet has none either and is
     /// not looked up: every row of a store's first import, as when a new device or account is set up.
     func hasStoredState(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, entitiesWithStates: inout [Int64: Bool]) throws -> Bool {
-        let entityHasStates: Bool
-        if let known = entitiesWithStates[info.id] {
-            entityHasStates = known
-        } else {
-            entityHasStates = try connection.int64("SELECT EXISTS (SELECT 1 FROM _ls_row WHERE entity = ?)", [.integer(info.id)]) == 1
-            entitiesWithStates[info.id] = entityHasStates
-        }
-        guard entityHasStates else { return false }
+        guard try entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates) else { return false }
         let statement = try statements.loadState()
         try bindRow(statement, primaryKey, info: info)
         defer { statement.reset() }
         return try statement.step()
+    }
+
+    /// Whether `_ls_row` held any state of `info`'s rows when the merge loop began (see
+    /// ``hasStoredState(_:info:entitiesWithStates:)``).
+    func entityHasStoredStates(_ info: Catalog.EntityInfo, entitiesWithStates: inout [Int64: Bool]) throws -> Bool {
+        if let known = entitiesWithStates[info.id] { return known }
+        let known = try connection.int64("SELECT EXISTS (SELECT 1 FROM _ls_row WHERE entity = ?)", [.integer(info.id)]) == 1
+        entitiesWithStates[info.id] = known
+        return known
     }
 
     /// Stores `state` and updates the reference index for the references that changed.

@@ -262,6 +262,19 @@ enum RowStateCoding {
             return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + Int(count)])
         }
 
+        /// Binds the next value to `statement`'s parameter `index` as ``value()`` would read it, without
+        /// making a ``DatabaseValue`` (or a `String`) of it.
+        mutating func bindValue(to statement: Statement, at index: Int32) throws {
+            switch try byte() {
+            case 0: try statement.bindNull(at: index)
+            case 1: try statement.bind(Int64(bitPattern: try fixed()), at: index)
+            case 2: try statement.bind(Double(bitPattern: try fixed()), at: index)
+            case 3: try statement.bind(textBytes: try bytes(try varint()), at: index)
+            case 4: try statement.bind(bytes: try bytes(try varint()), at: index)
+            case let tag: throw corrupt("unknown value tag \(tag)")
+            }
+        }
+
         mutating func value() throws -> DatabaseValue {
             switch try byte() {
             case 0: return .null
@@ -279,6 +292,12 @@ enum RowStateCoding {
 struct NodeTable {
     private var byIndex: [Int64: NodeID] = [:]
     private var byNode: [NodeID: Int64] = [:]
+
+    /// A table of the given indexes only: for reading states encoded with them off the writer's thread.
+    init(indexes: [NodeID: Int64]) {
+        byNode = indexes
+        for (node, index) in indexes { byIndex[index] = node }
+    }
 
     init(connection: Connection) throws {
         for row in try connection.rows("SELECT idx, node FROM _ls_node") {

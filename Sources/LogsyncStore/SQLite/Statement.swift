@@ -58,6 +58,23 @@ package final class Statement {
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
 
+    /// Binds bytes as text (UTF-8 or not, as ``DatabaseValue/nonUTF8Text(_:)`` binds) without making a
+    /// `String` of them.
+    func bind(textBytes bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+        let rc = bindCopy(of: bytes, at: index, asText: true)
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
+    func bind(_ value: Double, at index: Int32) throws(SQLiteError) {
+        let rc = sqlite3_bind_double(handle, index, value)
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
+    func bindNull(at index: Int32) throws(SQLiteError) {
+        let rc = sqlite3_bind_null(handle, index)
+        guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
+    }
+
     /// Binds a copy of `bytes` as text or a blob: in the parameter's own buffer (``lent``) when they fit,
     /// else copied by SQLite.
     private func bindCopy(of bytes: UnsafeRawBufferPointer, at index: Int32, asText: Bool) -> Int32 {

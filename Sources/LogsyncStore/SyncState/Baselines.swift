@@ -154,6 +154,8 @@ extension Store {
     package struct BaselineLoad: Sendable {
         package var rows = 0
         package var batches = 0
+        /// Rows written as prepared first inserts (``BaselineInserts``).
+        package var prepared = 0
     }
 
     /// Merges a baseline's rows into the store, joining each with the row's state here (merging is a join,
@@ -172,7 +174,8 @@ extension Store {
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
         batchRows: Int = 20_000, batchBytes: UInt64? = nil, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows,
-        aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, isCancelled: () -> Bool = { false }, progress: (BaselineLoad) -> Void = { _ in }
+        aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, preparesInserts: Bool = true, isCancelled: () -> Bool = { false },
+        progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
         guard header.account == account else {
@@ -191,7 +194,9 @@ extension Store {
                 path: path)
         }
         var load = BaselineLoad()
-        let rows = BaselineRowsAhead(decoder, chunkRows: max(aheadRows, 1), chunkBytes: aheadBytes)
+        let rows = BaselineRowsAhead(
+            decoder, chunkRows: max(aheadRows, 1), chunkBytes: aheadBytes,
+            preparer: preparesInserts ? BaselineInsertPreparer(catalog: catalog, published: knownNodeIndexes) : nil)
         defer { rows.finish() }
         var finished = false
         while !finished {
@@ -206,6 +211,9 @@ extension Store {
                 try connection.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('baseline_loading', ?)", [.text(header.frontier.description)])
                 let before = try connection.int64("SELECT ifnull(max(seq), 0) FROM _ls_log") ?? 0
                 try captureMergeHistoryDirectly(&state)
+                // The indexes of the nodes whose clocks the baseline holds (every one is in its frontier),
+                // for the decoding thread to encode prepared rows' states with.
+                for (origin, _) in header.frontier.sorted { try publishNodeIndex(&state.nodes, of: origin, connection: connection) }
                 let writer = MergeWriter(state: state, catalog: catalog)
                 // The decoder hands out rows in strictly increasing key order, so each key comes once, and
                 // rows are projected every `chunkRows` rows rather than once per batch: memory holds a
@@ -218,12 +226,51 @@ extension Store {
                 var count = 0
                 var end = false
                 let startBytes = rows.bytesHandedOut
+                // Prepared rows (``BaselineInserts``) are written at once, the others merged into `merged`
+                // and written when it is projected; so that rows are written in the baseline's order,
+                // `merged` is projected before a prepared row is written. Prepared inserts packed in
+                // history are recorded before anything else writes history or projects.
+                var inserts = BaselineInserts()
+                var insertsChunk = -1
+                var insertsMatch = false
+                var packedPending = false
+                var prepared = 0
+                func recordPrepared() throws {
+                    if packedPending { try writer.recordPackedInserts() }
+                    packedPending = false
+                }
                 // At least a row per batch, whatever the bounds: an empty batch would never end the load.
                 while count < max(batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
-                    guard let row = try rows.next() else {
+                    guard let item = try rows.next() else {
                         end = true
                         break
                     }
+                    let row: BaselineRow
+                    switch item {
+                    case .row(let decoded):
+                        row = decoded
+                    case .prepared(let index):
+                        if insertsChunk != rows.chunkNumber {
+                            inserts = rows.inserts
+                            insertsChunk = rows.chunkNumber
+                            insertsMatch = inserts.matches(state.nodes)
+                        }
+                        if insertsMatch {
+                            if !merged.rows.isEmpty {
+                                try writer.refresh(merged, nodes: &state.nodes)
+                                merged.removeAll()
+                            }
+                            if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
+                                packedPending = true
+                                newest = max(newest, inserts.inserts[index].newest)
+                                count += 1
+                                prepared += 1
+                                continue
+                            }
+                        }
+                        row = try inserts.row(index, nodes: insertsMatch ? state.nodes : NodeTable(indexes: inserts.nodeIndexes))
+                    }
+                    try recordPrepared()
                     guard let info = catalog.byName[row.key.entity] else {
                         throw StoreError(.schema, "the baseline holds rows of entity '\(row.key.entity)', which this store's schema does not declare", path: path)
                     }
@@ -236,12 +283,14 @@ extension Store {
                         merged.removeAll()
                     }
                 }
+                try recordPrepared()
                 try writer.refresh(merged, nodes: &state.nodes)
                 _ = try appendMarker(
                     Marker(origin: Origin.mergeStorageValue, timestamp: newest == .zero ? nil : newest), ifLogGrewPast: before, state: &state)
                 if end { try finishLoad(header.frontier, connection: connection) }
                 try skipOwnMergeHistory(&state)
                 load.rows += count
+                load.prepared += prepared
                 load.batches += 1
                 return end
             }
@@ -251,7 +300,7 @@ extension Store {
     }
 
     /// How many bytes of a baseline's rows (inflated, as ``BaselineDecoder/rowBytes`` counts them) a batch
-    /// of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:isCancelled:progress:)``
+    /// of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:preparesInserts:isCancelled:progress:)``
     /// takes in a store with a write-ahead log: it ends once its rows took this many, the row that crosses
     /// the bound included. A batch whose pages outgrow the page cache spills
     /// them into the WAL before it commits, and SQLite then reads every frame the transaction wrote back
@@ -404,25 +453,42 @@ final class BaselineRowsAhead {
     private let chunkRows: Int
     private let chunkBytes: UInt64
 
+    /// A row as ``next()`` hands it out: decoded, or prepared as a first insert (an index in
+    /// ``inserts``).
+    enum Item {
+        case row(BaselineRow)
+        case prepared(Int)
+    }
+
     /// Hands the decoder to one chunk's work at a time: never two at once, and not after ``finish()``.
     private final class Source: @unchecked Sendable {
         let decoder: BaselineDecoder
-        init(_ decoder: BaselineDecoder) { self.decoder = decoder }
+        let preparer: BaselineInsertPreparer?
+        init(_ decoder: BaselineDecoder, preparer: BaselineInsertPreparer?) {
+            self.decoder = decoder
+            self.preparer = preparer
+        }
 
         /// Up to `count` rows, fewer once they took `bytes`, the baseline's row bytes up to the end of
-        /// each, and whether they are the last.
+        /// each, and whether they are the last. Rows the preparer takes are handed out prepared.
         func chunk(_ count: Int, bytes: UInt64) -> Result<Chunk, any Error> {
             Result {
                 var chunk = Chunk()
-                chunk.rows.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
+                chunk.items.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
                 chunk.ends.reserveCapacity(min(count, BaselineRowsAhead.chunkRows))
+                if let preparer { chunk.inserts = preparer.start() }
+                var scratch: [UInt8] = []
                 let end = decoder.rowBytes + bytes
-                while chunk.rows.count < count, decoder.rowBytes < end {
+                while chunk.items.count < count, decoder.rowBytes < end {
                     guard let row = try decoder.next() else {
                         chunk.last = true
                         return chunk
                     }
-                    chunk.rows.append(row)
+                    if let preparer, preparer.prepare(row, into: &chunk.inserts, scratch: &scratch) {
+                        chunk.items.append(.prepared(chunk.inserts.inserts.count - 1))
+                    } else {
+                        chunk.items.append(.row(row))
+                    }
                     chunk.ends.append(decoder.rowBytes)
                 }
                 return chunk
@@ -431,9 +497,10 @@ final class BaselineRowsAhead {
     }
 
     private struct Chunk {
-        var rows: [BaselineRow] = []
+        var items: [Item] = []
         /// Per row, ``BaselineDecoder/rowBytes`` once it was decoded.
         var ends: [UInt64] = []
+        var inserts = BaselineInserts()
         var last = false
     }
 
@@ -444,9 +511,15 @@ final class BaselineRowsAhead {
     private var ended = false
     /// The baseline's row bytes up to the end of the last row ``next()`` returned.
     private(set) var bytesHandedOut: UInt64 = 0
+    /// The prepared rows of the chunk the last row ``next()`` returned is in.
+    var inserts: BaselineInserts { current.inserts }
+    /// Counts the chunks ``next()`` has taken rows from: a new number, new ``inserts``.
+    private(set) var chunkNumber = 0
 
-    init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64) {
-        source = Source(decoder)
+    /// `preparer`: prepares the rows it can as first inserts (``BaselineInserts``); without one, every
+    /// row is handed out decoded.
+    init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64, preparer: BaselineInsertPreparer? = nil) {
+        source = Source(decoder, preparer: preparer)
         self.chunkRows = chunkRows
         self.chunkBytes = chunkBytes
         ahead = start()
@@ -458,23 +531,24 @@ final class BaselineRowsAhead {
     }
 
     /// The next row, or nil after the last.
-    func next() throws -> BaselineRow? {
-        if index == current.rows.count {
+    func next() throws -> Item? {
+        if index == current.items.count {
             guard !ended, let pending = ahead else { return nil }
             ahead = nil
             // A failed chunk ends the rows, as the last one does. Any other holds at least one row.
             ended = true
             current = try pending.value().get()
+            chunkNumber += 1
             index = 0
             if !current.last {
                 ended = false
                 ahead = start()
             }
-            if current.rows.isEmpty { return nil }
+            if current.items.isEmpty { return nil }
         }
         defer { index += 1 }
         bytesHandedOut = current.ends[index]
-        return current.rows[index]
+        return current.items[index]
     }
 
     /// Waits for the chunk being decoded, if any: afterwards nothing uses the decoder.

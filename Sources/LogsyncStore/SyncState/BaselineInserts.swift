@@ -1,0 +1,179 @@
+import LogsyncCore
+
+/// A baseline's first inserts, prepared on the thread that decodes the baseline (``BaselineRowsAhead``):
+/// for each row that the merge would simply insert, its key, its column values and its encoded state,
+/// side by side in one buffer per chunk of rows, so that the loader only binds and steps.
+///
+/// Most rows of a baseline are such rows: a row of an isolated entity that nothing refers to, in its
+/// first life (causal length 1, never deleted), every register for a column this store knows, and
+/// written by nodes whose `_ls_node` index the writer has published. Merging one as a ``BaselineRow``
+/// built a state, looked its registers up by name, encoded them and copied it twice, and each row's
+/// strings and arrays, made on the decoding thread, were retained, released and freed on the loader's:
+/// that was most of a load's time on the loader's thread (`docs/BENCHMARKS.md`, bootstrap). Prepared
+/// rows are bytes: nothing per row crosses between the threads but a range.
+///
+/// What the loader writes for a prepared row is what the merge writes for the same ``BaselineRow``
+/// (``MergeWriter/insertPrepared(_:of:nodes:)``); where it cannot (the row is in the table already, the
+/// entity has states in `_ls_row`, the node indexes moved), the row is decoded back
+/// (``row(_:nodes:)``) and merged as any other.
+struct BaselineInserts {
+    /// One prepared row: ranges of ``bytes``.
+    struct Insert {
+        /// In ``infos``.
+        var entity: Int
+        /// The primary key, one value as ``RowStateCoding/appendValue(_:to:)`` writes it.
+        var key: Range<Int>
+        /// Every column in bit order (defaults where the row has no register), each likewise.
+        var values: Range<Int>
+        /// The state as `_ls_live` stores it, encoded with ``nodeIndexes``; causal length 1.
+        var state: Range<Int>
+        /// The latest clock's timestamp among the row's registers.
+        var newest: HLCTimestamp
+    }
+
+    var bytes: [UInt8] = []
+    var inserts: [Insert] = []
+    var infos: [Catalog.EntityInfo] = []
+    /// The node indexes the states were encoded with: those the writer had published when the chunk began.
+    var nodeIndexes: [NodeID: Int64] = [:]
+
+    /// Whether the states can be stored as they are encoded, with the writer's node indexes.
+    func matches(_ nodes: NodeTable) -> Bool {
+        nodeIndexes.allSatisfy { nodes.knownIndex(of: $0.key) == $0.value }
+    }
+
+    /// The prepared row `index` as the baseline held it. `nodes` gives the indexes its state was encoded
+    /// with (the writer's, if they ``matches(_:)``, else a table of ``nodeIndexes``).
+    func row(_ index: Int, nodes: NodeTable) throws -> BaselineRow {
+        let insert = inserts[index]
+        let info = infos[insert.entity]
+        return try bytes.withUnsafeBytes { bytes in
+            var key = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
+            let primaryKey = try key.value()
+            let state = try RowStateCoding.decode(UnsafeRawBufferPointer(rebasing: bytes[insert.state]), causalLength: 1, info: info, nodes: nodes)
+            return BaselineRow(key: RowKey(info.entity.name, primaryKey), state: state)
+        }
+    }
+}
+
+/// Prepares a baseline's first inserts on the decoding thread, from the store's catalog and the node
+/// indexes its writer published; nothing else of the store.
+struct BaselineInsertPreparer: Sendable {
+    let catalog: Catalog
+    let published: PublishedNodeIndexes
+
+    /// Starts a chunk's inserts: with the node indexes published now.
+    func start() -> BaselineInserts {
+        BaselineInserts(nodeIndexes: published.withLock { $0 })
+    }
+
+    /// Appends `row` to `inserts` if it can be prepared; false (and nothing appended) otherwise.
+    /// `scratch` is a buffer reused across rows.
+    func prepare(_ row: BaselineRow, into inserts: inout BaselineInserts, scratch: inout [UInt8]) -> Bool {
+        let state = row.state
+        guard state.causalLength == 1, state.deletedAt == nil else { return false }
+        let entity: Int
+        if let last = inserts.infos.indices.last, inserts.infos[last].entity.name == row.key.entity {
+            entity = last
+        } else if let found = inserts.infos.firstIndex(where: { $0.entity.name == row.key.entity }) {
+            entity = found
+        } else {
+            guard let info = catalog.byName[row.key.entity] else { return false }
+            inserts.infos.append(info)
+            entity = inserts.infos.count - 1
+        }
+        let info = inserts.infos[entity]
+        guard info.isIsolated, !info.isReferenced, state.columns.keys.allSatisfy({ info.bit(of: $0) != nil }) else { return false }
+        struct UnpublishedNode: Error {}
+        let indexes = inserts.nodeIndexes
+        do {
+            try RowStateCoding.encode(state, info: info, into: &scratch) { node in
+                guard let index = indexes[node] else { throw UnpublishedNode() }
+                return index
+            }
+        } catch {
+            return false
+        }
+        var newest = HLCTimestamp.zero
+        for register in state.columns.values { newest = max(newest, register.clock.timestamp) }
+        let keyStart = inserts.bytes.count
+        RowStateCoding.appendValue(row.key.primaryKey, to: &inserts.bytes)
+        let valuesStart = inserts.bytes.count
+        for (bit, column) in info.columns.enumerated() {
+            RowStateCoding.appendValue(state.columns[column]?.value ?? info.defaults[bit], to: &inserts.bytes)
+        }
+        let stateStart = inserts.bytes.count
+        inserts.bytes.append(contentsOf: scratch)
+        inserts.inserts.append(
+            BaselineInserts.Insert(
+                entity: entity, key: keyStart..<valuesStart, values: valuesStart..<stateStart, state: stateStart..<inserts.bytes.count, newest: newest))
+        return true
+    }
+}
+
+extension MergeWriter {
+    /// Inserts prepared row `index` of `inserts` into its table, records the insert in history, and stores
+    /// its state in `_ls_live`, as the merge does for the same row as a new row (``writeIsolated(_:info:state:isNew:savesWithRow:nodes:fresh:)``).
+    /// The caller has checked that the states match `nodes`. Returns false, writing nothing, when the row
+    /// has a state already, in `_ls_row` (looked up as ``hasStoredState(_:info:entitiesWithStates:)``
+    /// does) or in `_ls_live` (its row is in the table, so the insert fails): the caller merges it as any
+    /// other row.
+    ///
+    /// Inserts recorded in history stay packed until ``recordPackedInserts()``, which the caller runs
+    /// before anything else writes history or re-projects (``refresh(_:nodes:)`` drops packed inserts).
+    func insertPrepared(
+        _ index: Int, of inserts: BaselineInserts, nodes: inout NodeTable, entitiesWithStates: inout [Int64: Bool]
+    ) throws -> Bool {
+        let insert = inserts.inserts[index]
+        let info = inserts.infos[insert.entity]
+        let hasStates = try entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates)
+        return try inserts.bytes.withUnsafeBytes { bytes in
+            let key = UnsafeRawBufferPointer(rebasing: bytes[insert.key])
+            if hasStates {
+                let stored = try statements.loadState()
+                try stored.bind(info.id, at: 1)
+                var reader = RowStateCoding.ByteReader(key)
+                try reader.bindValue(to: stored, at: 2)
+                defer { stored.reset() }
+                if try stored.step() { return false }
+            }
+            let statement = try statements.rows(of: info).insert
+            var reader = RowStateCoding.ByteReader(key)
+            try reader.bindValue(to: statement, at: 1)
+            reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.values]))
+            for bit in info.columns.indices {
+                try reader.bindValue(to: statement, at: Int32(bit + 2))
+            }
+            do {
+                try statement.run()
+            } catch let error as SQLiteError where error.isConstraint {
+                return false
+            }
+            let rowID = connection.lastInsertedRowID
+            if capturesHistory { try recordInsert(encodedKey: key, info: info) }
+            let state = UnsafeRawBufferPointer(rebasing: bytes[insert.state])
+            guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
+                let row = try inserts.row(index, nodes: nodes)
+                try saveState(row.state, primaryKey: row.key.primaryKey, info: info, previous: nil, nodes: &nodes)
+                return true
+            }
+            func storeLive() throws {
+                let live = try statements.insertLiveState()
+                try live.bind(id, at: 1)
+                var reader = RowStateCoding.ByteReader(key)
+                try reader.bindValue(to: live, at: 2)
+                try live.bind(Int64(1), at: 3)
+                try live.bind(bytes: state, at: 4)
+                try live.run()
+            }
+            do {
+                try storeLive()
+            } catch let error as SQLiteError where error.isConstraint {
+                // An orphan holds that id (see ``storeLiveState(_:rowID:primaryKey:info:nodes:encoded:)``).
+                try rehomeLiveState(info: info, id: id, nodes: &nodes)
+                try storeLive()
+            }
+            return true
+        }
+    }
+}

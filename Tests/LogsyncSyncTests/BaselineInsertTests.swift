@@ -1,0 +1,131 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncSync
+import LogsyncTestKit
+import Testing
+
+/// A baseline's first inserts prepared on the decoding thread (`BaselineInserts`) leave a store exactly as
+/// merging the same rows does: the same tables, states, nodes, cursors and history, into an empty store,
+/// into one holding part of the history (its rows are in the table already), and into one with a local
+/// row of the same entity (its states are then in `_ls_row`, so nothing is prepared).
+@Suite("baseline first inserts")
+struct BaselineInsertTests {
+    /// `Memo` is isolated and nothing refers to it: its rows are prepared. `Note` refers to `Folder`:
+    /// neither is.
+    static let schema = Schema(version: 1, entities: [
+        Entity(
+            "Memo",
+            attributes: [
+                Attribute("title", .text), Attribute("count", .integer, optional: false, default: 7), Attribute("weight", .real),
+                Attribute("data", .blob),
+            ]),
+        Entity("Folder", attributes: [Attribute("name", .text)]),
+        Entity("Note", attributes: [Attribute("title", .text)], relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+    ])
+
+    /// Memos of every kind of value, some without a count (its default shows), folders and notes.
+    static func writeRows(_ store: Store, count: Int, using random: inout SeededRandom) throws {
+        try store.write { tx in
+            for index in 0..<count {
+                var values: [String: DatabaseValue] = ["id": SyncCluster.id()]
+                switch index % 6 {
+                case 0: values["title"] = .text("memo \(index)")
+                case 1: values["title"] = .text(String(repeating: "é", count: 30))
+                case 2: values["title"] = .nonUTF8Text([0xff, 0xfe, UInt8(index % 256)])
+                case 3: values["title"] = .null
+                case 4: values["data"] = .blob((0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+                default: values["weight"] = .real(index % 12 == 5 ? .nan : Double(index) / 3)
+                }
+                if index % 4 != 0 { values["count"] = .integer(Int64(index)) }
+                try tx.insert("Memo", values)
+            }
+            for _ in 0..<count / 20 {
+                let folder = SyncCluster.id()
+                try tx.insert("Folder", ["id": folder, "name": .text("folder")])
+                try tx.insert("Note", ["id": SyncCluster.id(), "title": .text("note"), "folder": folder])
+            }
+        }
+    }
+
+    /// Updates, deletes, and deletes followed by an insert of the same key, of some memos.
+    static func changeRows(_ store: Store, using random: inout SeededRandom) throws {
+        let memos = try store.read("SELECT id FROM Memo ORDER BY id").map { $0[0] }
+        try store.write { tx in
+            for memo in memos where Int.random(in: 0..<10, using: &random) == 0 {
+                try tx.execute("UPDATE Memo SET count = count + 1, title = 'changed' WHERE id = ?", [memo])
+            }
+            for memo in memos where Int.random(in: 0..<15, using: &random) == 0 {
+                try tx.execute("DELETE FROM Memo WHERE id = ?", [memo])
+                if Bool.random(using: &random) { try tx.insert("Memo", ["id": memo, "title": .text("again")]) }
+            }
+        }
+    }
+
+    @Test("prepared first inserts leave the store as merging the rows does")
+    func preparedAsMerged() throws {
+        let cluster = try SyncCluster("prepared", schema: Self.schema)
+        var random = SeededRandom(seed: 0xBA5E)
+        let a = try cluster.store("a")
+        let b = try cluster.store("b")
+        let (engineA, engineB) = (try cluster.engine(a), try cluster.engine(b))
+        try Self.writeRows(a, count: 240, using: &random)
+        try Self.writeRows(b, count: 60, using: &random)
+        for _ in 0..<2 { _ = try engineA.sync(); _ = try engineB.sync() }
+        // A store that applied the inserts only: the rows are in its tables, their states in `_ls_live`.
+        let partial = try cluster.store("partial")
+        _ = try cluster.engine(partial).sync()
+        #expect(try partial.read("SELECT count(*) FROM _ls_row r JOIN _ls_entity e ON e.id = r.entity WHERE e.name = 'Memo'") == [[.integer(0)]])
+        // And one that also wrote a memo of its own, never exported.
+        try partial.copy(to: cluster.storePath("local"))
+        let local = try cluster.store("local")
+        try local.write { tx in try tx.insert("Memo", ["id": SyncCluster.id(), "title": .text("own")]) }
+        try Self.changeRows(a, using: &random)
+        try Self.changeRows(b, using: &random)
+        for _ in 0..<2 { _ = try engineA.sync(); _ = try engineB.sync() }
+        var bytes: [UInt8] = []
+        let baseline = try a.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+
+        func loaded(into name: String, copyOf source: Store?, prepares: Bool) throws -> (StoreContent, [[String]], Store.BaselineLoad) {
+            let path = cluster.storePath(name)
+            try source?.copy(to: path)
+            let store = try Store(path: path, schema: Self.schema)
+            let before = try store.currentToken()
+            var served = false
+            let decoder = try BaselineDecoder { [bytes] in
+                defer { served = true }
+                return served ? nil : bytes
+            }
+            // Small chunks and batches: the first chunk is decoded before any node index is published (so
+            // none of it is prepared), and prepared rows meet merged ones in a batch and across batches.
+            let load = try store.loadBaseline(decoder, account: "default", batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares)
+            #expect(load.rows == Int(baseline.rows))
+            // Each batch's history, its changes in any order: the rows of one batch are written in
+            // another order when some are prepared, as projecting reorders merged rows anyway.
+            let history = try store.history(after: before, limit: 100_000).map { transaction in
+                transaction.changes.map { "\($0.entity) \($0.primaryKey) \($0.kind) \($0.changedColumns)" }.sorted()
+            }
+            return (try StoreContent(store), history, load)
+        }
+        for (label, source) in [("empty", nil), ("partial", partial), ("local", local)] as [(String, Store?)] {
+            let (merged, mergedHistory, mergedLoad) = try loaded(into: "merged-\(label)", copyOf: source, prepares: false)
+            let (prepared, preparedHistory, preparedLoad) = try loaded(into: "prepared-\(label)", copyOf: source, prepares: true)
+            #expect(mergedLoad.prepared == 0)
+            #expect(prepared == merged, "\(label) store")
+            #expect(preparedHistory == mergedHistory, "\(label) store")
+            #expect(preparedHistory.count == preparedLoad.batches, "\(label) store: a history transaction per batch")
+            switch label {
+            case "empty":
+                // Memos in their first life, after the first chunk: most of the baseline.
+                #expect(preparedLoad.prepared > Int(baseline.rows) / 2, "\(preparedLoad.prepared) of \(baseline.rows) rows prepared")
+                #expect(prepared.tables == (try a.syncedTables()))
+            case "partial":
+                // Prepared, but in the table already: each is merged instead.
+                #expect(preparedLoad.prepared == 0, "\(preparedLoad.prepared) rows inserted though the table holds them")
+            default:
+                // Memo states in `_ls_row`: nothing is prepared.
+                #expect(preparedLoad.prepared == 0)
+            }
+        }
+    }
+}
