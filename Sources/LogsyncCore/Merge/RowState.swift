@@ -119,7 +119,13 @@ extension DatabaseValue {
         case (.real(let a), .real(let b)): return compare(a, b)
         case (.integer(let a), .real(let b)): return compare(Double(a), b)
         case (.real(let a), .integer(let b)): return compare(a, Double(b))
-        case (.text(let a), .text(let b)): return bytes(a.utf8, b.utf8)
+        case (.text(let a), .text(let b)):
+            // Native strings hold their UTF-8 in one piece: compare it there rather than through `UTF8View`
+            // (keys are compared once per row of a baseline as it is read).
+            if let order = a.utf8.withContiguousStorageIfAvailable({ x in b.utf8.withContiguousStorageIfAvailable { y in bytes(x, y) } }) ?? nil {
+                return order
+            }
+            return bytes(a.utf8, b.utf8)
         case (.text(let a), .nonUTF8Text(let b)): return bytes(a.utf8, b)
         case (.nonUTF8Text(let a), .text(let b)): return bytes(a, b.utf8)
         case (.nonUTF8Text(let a), .nonUTF8Text(let b)): return bytes(a, b)

@@ -35,14 +35,16 @@ enum RowStateCoding {
     static func encode(
         _ state: RowState, info: Catalog.EntityInfo, into out: inout [UInt8], index: (NodeID) throws -> Int64
     ) rethrows {
-        let shared = sharedClock(of: state)
+        let shared = sharedClock(of: state.columns.values)
         // Registers in bit order; a register for a column this store does not know is not stored. Their
         // count comes first: a one-byte varint while there are fewer than 128 columns, patched afterwards.
         // A state with a register per column is taken for every column until a column has none.
-        if info.columns.count < 0x80, info.bits.count == info.columns.count {
+        if encodesInColumnOrder(info) {
             let everyColumn = state.columns.count == info.columns.count && !state.columns.isEmpty
-            if try encodeInColumnOrder(state, info: info, shared: shared, everyColumn: everyColumn, into: &out, index: index) { return }
-            _ = try encodeInColumnOrder(state, info: info, shared: shared, everyColumn: false, into: &out, index: index)
+            let head = Head(deletedAt: state.deletedAt, registers: state.columns.count, shared: shared)
+            let register = { (bit: Int) in state.columns[info.columns[bit]] }
+            if try encodeInColumnOrder(head, info: info, everyColumn: everyColumn, into: &out, index: index, register: register) { return }
+            _ = try encodeInColumnOrder(head, info: info, everyColumn: false, into: &out, index: index, register: register)
             return
         }
         // Too many columns for a one-byte count, or a column name listed twice (never registered so: it has
@@ -53,7 +55,7 @@ enum RowStateCoding {
         }
         registers.sort { $0.bit < $1.bit }
         let stored = registers.isEmpty ? nil : shared
-        try appendHead(state, shared: stored, everyColumn: false, into: &out, index: index)
+        try appendHead(Head(deletedAt: state.deletedAt, registers: registers.count, shared: stored), everyColumn: false, into: &out, index: index)
         appendVarint(UInt64(registers.count), to: &out)
         try appendSharedClock(stored, to: &out, index: index)
         for (bit, register) in registers {
@@ -61,24 +63,53 @@ enum RowStateCoding {
         }
     }
 
-    /// Encodes `state` walking the entity's columns in bit order; false when `everyColumn` was assumed and
-    /// a column has no register. The shared clock is written with the first register stored: a state
-    /// whose registers are all for columns this store does not know stores none, and no flag for it.
-    private static func encodeInColumnOrder(
-        _ state: RowState, info: Catalog.EntityInfo, shared: Clock?, everyColumn: Bool, into out: inout [UInt8],
+    /// Whether states of `info` are encoded walking its columns in bit order: fewer than 128 columns
+    /// (a one-byte count), each name once.
+    static func encodesInColumnOrder(_ info: Catalog.EntityInfo) -> Bool {
+        info.columns.count < 0x80 && info.bits.count == info.columns.count
+    }
+
+    /// Encodes, as ``encode(_:info:into:index:)`` does, a state that was never deleted whose registers are
+    /// given by column bit (nil where a column has none; `count` of them are not), for an entity that
+    /// ``encodesInColumnOrder(_:)``: the registers of a prepared row, which has looked each up once.
+    static func encode(
+        byBit registers: UnsafeBufferPointer<Register?>, count: Int, info: Catalog.EntityInfo, into out: inout [UInt8],
         index: (NodeID) throws -> Int64
+    ) rethrows {
+        precondition(encodesInColumnOrder(info) && registers.count == info.columns.count)
+        let head = Head(deletedAt: nil, registers: count, shared: sharedClock(of: registers.lazy.compactMap { $0 }))
+        let everyColumn = count == info.columns.count && count > 0
+        let register = { (bit: Int) in registers[bit] }
+        if try encodeInColumnOrder(head, info: info, everyColumn: everyColumn, into: &out, index: index, register: register) { return }
+        _ = try encodeInColumnOrder(head, info: info, everyColumn: false, into: &out, index: index, register: register)
+    }
+
+    /// What a state's first bytes say: its delete, how many registers it has, and their one clock.
+    private struct Head {
+        var deletedAt: Clock?
+        var registers: Int
+        var shared: Clock?
+    }
+
+    /// Encodes a state walking the entity's columns in bit order, `register` giving each column's; false
+    /// when `everyColumn` was assumed and a column has no register. The shared clock is written with the
+    /// first register stored: a state whose registers are all for columns this store does not know stores
+    /// none, and no flag for it.
+    private static func encodeInColumnOrder(
+        _ head: Head, info: Catalog.EntityInfo, everyColumn: Bool, into out: inout [UInt8], index: (NodeID) throws -> Int64,
+        register: (_ bit: Int) -> Register?
     ) rethrows -> Bool {
-        try appendHead(state, shared: shared, everyColumn: everyColumn, into: &out, index: index)
+        try appendHead(head, everyColumn: everyColumn, into: &out, index: index)
         let countOffset = out.count
         out.append(0)
         var count: UInt8 = 0
-        for (bit, name) in info.columns.enumerated() {
-            guard let register = state.columns[name] else {
+        for bit in info.columns.indices {
+            guard let register = register(bit) else {
                 if everyColumn { return false }
                 continue
             }
-            if count == 0 { try appendSharedClock(shared, to: &out, index: index) }
-            try appendRegister(register, bit: bit, shared: shared != nil, everyColumn: everyColumn, to: &out, index: index)
+            if count == 0 { try appendSharedClock(head.shared, to: &out, index: index) }
+            try appendRegister(register, bit: bit, shared: head.shared != nil, everyColumn: everyColumn, to: &out, index: index)
             count += 1
         }
         out[countOffset] = count
@@ -86,10 +117,10 @@ enum RowStateCoding {
         return true
     }
 
-    /// The one clock of every register of `state`, if they share one (and it has any).
-    private static func sharedClock(of state: RowState) -> Clock? {
+    /// The one clock of every register of `registers`, if they share one (and there is any).
+    private static func sharedClock(of registers: some Sequence<Register>) -> Clock? {
         var shared: Clock?
-        for register in state.columns.values {
+        for register in registers {
             guard let clock = shared else {
                 shared = register.clock
                 continue
@@ -101,16 +132,16 @@ enum RowStateCoding {
 
     /// Clears `out` and writes the flags byte and the delete's clock.
     private static func appendHead(
-        _ state: RowState, shared: Clock?, everyColumn: Bool, into out: inout [UInt8], index: (NodeID) throws -> Int64
+        _ head: Head, everyColumn: Bool, into out: inout [UInt8], index: (NodeID) throws -> Int64
     ) rethrows {
         out.removeAll(keepingCapacity: true)
-        out.reserveCapacity(16 + state.columns.count * 24)
+        out.reserveCapacity(16 + head.registers * 24)
         var flags: UInt8 = 0
-        if state.deletedAt != nil { flags |= Flags.deleted }
-        if shared != nil { flags |= Flags.sharedClock }
+        if head.deletedAt != nil { flags |= Flags.deleted }
+        if head.shared != nil { flags |= Flags.sharedClock }
         if everyColumn { flags |= Flags.everyColumn }
         out.append(flags)
-        if let deleted = state.deletedAt { try appendClock(deleted, to: &out, index: index) }
+        if let deleted = head.deletedAt { try appendClock(deleted, to: &out, index: index) }
     }
 
     private static func appendSharedClock(_ shared: Clock?, to out: inout [UInt8], index: (NodeID) throws -> Int64) rethrows {

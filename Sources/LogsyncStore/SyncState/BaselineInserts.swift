@@ -83,31 +83,44 @@ struct BaselineInsertPreparer: Sendable {
             entity = inserts.infos.count - 1
         }
         let info = inserts.infos[entity]
-        guard info.isIsolated, !info.isReferenced, state.columns.keys.allSatisfy({ info.bit(of: $0) != nil }) else { return false }
-        struct UnpublishedNode: Error {}
-        let indexes = inserts.nodeIndexes
-        do {
-            try RowStateCoding.encode(state, info: info, into: &scratch) { node in
-                guard let index = indexes[node] else { throw UnpublishedNode() }
-                return index
+        guard info.isIsolated, !info.isReferenced, RowStateCoding.encodesInColumnOrder(info) else { return false }
+        // Each register looked up by name once, into its column's place.
+        return withUnsafeTemporaryAllocation(of: Register?.self, capacity: info.columns.count) { byBit in
+            byBit.initialize(repeating: nil)
+            defer { byBit.deinitialize() }
+            var newest = HLCTimestamp.zero
+            for (name, register) in state.columns {
+                // A column this store does not know: the merge filters the state, so it is merged.
+                guard let bit = info.bit(of: name) else { return false }
+                byBit[bit] = register
+                newest = max(newest, register.clock.timestamp)
             }
-        } catch {
-            return false
+            struct UnpublishedNode: Error {}
+            let indexes = inserts.nodeIndexes
+            var last: (node: NodeID, index: Int64)?
+            do {
+                try RowStateCoding.encode(byBit: UnsafeBufferPointer(byBit), count: state.columns.count, info: info, into: &scratch) { node in
+                    if let last, last.node == node { return last.index }
+                    guard let index = indexes[node] else { throw UnpublishedNode() }
+                    last = (node, index)
+                    return index
+                }
+            } catch {
+                return false
+            }
+            let keyStart = inserts.bytes.count
+            RowStateCoding.appendValue(row.key.primaryKey, to: &inserts.bytes)
+            let valuesStart = inserts.bytes.count
+            for bit in byBit.indices {
+                RowStateCoding.appendValue(byBit[bit]?.value ?? info.defaults[bit], to: &inserts.bytes)
+            }
+            let stateStart = inserts.bytes.count
+            inserts.bytes.append(contentsOf: scratch)
+            inserts.inserts.append(
+                BaselineInserts.Insert(
+                    entity: entity, key: keyStart..<valuesStart, values: valuesStart..<stateStart, state: stateStart..<inserts.bytes.count, newest: newest))
+            return true
         }
-        var newest = HLCTimestamp.zero
-        for register in state.columns.values { newest = max(newest, register.clock.timestamp) }
-        let keyStart = inserts.bytes.count
-        RowStateCoding.appendValue(row.key.primaryKey, to: &inserts.bytes)
-        let valuesStart = inserts.bytes.count
-        for (bit, column) in info.columns.enumerated() {
-            RowStateCoding.appendValue(state.columns[column]?.value ?? info.defaults[bit], to: &inserts.bytes)
-        }
-        let stateStart = inserts.bytes.count
-        inserts.bytes.append(contentsOf: scratch)
-        inserts.inserts.append(
-            BaselineInserts.Insert(
-                entity: entity, key: keyStart..<valuesStart, values: valuesStart..<stateStart, state: stateStart..<inserts.bytes.count, newest: newest))
-        return true
     }
 }
 
