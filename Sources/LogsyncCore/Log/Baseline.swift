@@ -485,7 +485,7 @@ private struct BaselineBodyReader {
         guard names.count < limits.maxNames * 16 else {
             throw BaselineDecoder.error(.limitExceeded, "body byte \(offset)", "more than \(limits.maxNames * 16) names")
         }
-        guard let name = String(validating: try raw(), as: UTF8.self), !name.isEmpty else {
+        guard let name = try raw().withUnsafeBufferPointer(validUTF8String), !name.isEmpty else {
             throw BaselineDecoder.error(.malformed, "body byte \(offset)", "a name that is empty or not UTF-8")
         }
         names.append(name)
@@ -499,7 +499,7 @@ private struct BaselineBodyReader {
         case 2: return .real(Double(bitPattern: try fixed()))
         case 3:
             let bytes = try raw()
-            guard let text = String(validating: bytes, as: UTF8.self) else {
+            guard let text = bytes.withUnsafeBufferPointer(validUTF8String) else {
                 throw BaselineDecoder.error(.malformed, "body byte \(offset)", "text tagged UTF-8 is not")
             }
             return .text(text)
