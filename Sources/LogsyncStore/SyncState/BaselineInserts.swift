@@ -89,9 +89,11 @@ struct BaselineInsertPreparer: Sendable {
             byBit.initialize(repeating: nil)
             defer { byBit.deinitialize() }
             var newest = HLCTimestamp.zero
+            // Among a few columns, comparing names costs less than hashing one.
+            let searches = info.columns.count <= 16
             for (name, register) in state.columns {
                 // A column this store does not know: the merge filters the state, so it is merged.
-                guard let bit = info.bit(of: name) else { return false }
+                guard let bit = searches ? info.columns.firstIndex(of: name) : info.bit(of: name) else { return false }
                 byBit[bit] = register
                 newest = max(newest, register.clock.timestamp)
             }
