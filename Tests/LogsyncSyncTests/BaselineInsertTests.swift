@@ -1,6 +1,6 @@
 import Foundation
 import LogsyncCore
-import LogsyncStore
+@testable import LogsyncStore
 import LogsyncSync
 import LogsyncTestKit
 import Testing
@@ -80,16 +80,52 @@ struct BaselineInsertTests {
         try partial.copy(to: cluster.storePath("local"))
         let local = try cluster.store("local")
         try local.write { tx in try tx.insert("Memo", ["id": SyncCluster.id(), "title": .text("own")]) }
+        // Memos the partial stores have not seen: prepared, and inserted.
+        try Self.writeRows(a, count: 40, using: &random)
         try Self.changeRows(a, using: &random)
         try Self.changeRows(b, using: &random)
         for _ in 0..<2 { _ = try engineA.sync(); _ = try engineB.sync() }
         var bytes: [UInt8] = []
         let baseline = try a.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
 
-        func loaded(into name: String, copyOf source: Store?, prepares: Bool) throws -> (StoreContent, [[String]], Store.BaselineLoad) {
+        /// Another program renumbers the memo with the largest rowid, triggers off, once the store has
+        /// checked its live states: that memo's state in `_ls_live` is then an orphan at the id the next
+        /// inserted memo takes, so storing that memo's state moves the orphan to `_ls_row` first. Returns
+        /// the renumbered memo's key.
+        func orphan(in store: Store) throws -> DatabaseValue {
+            _ = try store.exportToOutbox(account: "default")
+            let foreign = try Connection(path: store.path)
+            try foreign.setTriggersEnabled(false)
+            try foreign.execute("UPDATE Memo SET rowid = -rowid WHERE rowid = (SELECT max(rowid) FROM Memo)")
+            try foreign.setTriggersEnabled(true)
+            return try store.read("SELECT id FROM Memo WHERE rowid < 0")[0][0]
+        }
+
+        /// States in `_ls_live` at the ids of memos rowid 1 to 150, whose rows are gone: orphans, as above,
+        /// where the load's runs of prepared memos store their states. Returns their keys.
+        func plantOrphans(in store: Store) throws -> [DatabaseValue] {
+            _ = try store.exportToOutbox(account: "default")
+            let memo = try #require(try store.read("SELECT id FROM _ls_entity WHERE name = 'Memo'").first?.first)
+            guard case .integer(let entity) = memo else { throw CancellationError() }
+            let foreign = try Connection(path: store.path)
+            return try (1...150).map { rowID in
+                let key = DatabaseValue.text("orphan \(rowID)")
+                // A state of causal length 1 with no registers: flags 0, no registers.
+                try foreign.execute(
+                    "INSERT INTO _ls_live(id, pk, cl, state) VALUES (?, ?, 1, x'0000')", [.integer(SchemaSQL.liveID(entity: entity, rowID: Int64(rowID))!), key])
+                return key
+            }
+        }
+
+        func loaded(
+            into name: String, copyOf source: Store?, prepares: Bool, orphans: Bool, planted: Bool = false
+        ) throws -> (StoreContent, [[String]], Store.BaselineLoad) {
             let path = cluster.storePath(name)
             try source?.copy(to: path)
             let store = try Store(path: path, schema: Self.schema)
+            let renumbered = orphans ? try orphan(in: store) : Optional<DatabaseValue>.none
+            let plantedKeys = planted ? try plantOrphans(in: store) : []
+            if let renumbered { #expect(try store.read("SELECT count(*) FROM _ls_row WHERE pk = ?", [renumbered]) == [[.integer(0)]]) }
             let before = try store.currentToken()
             var served = false
             let decoder = try BaselineDecoder { [bytes] in
@@ -100,6 +136,16 @@ struct BaselineInsertTests {
             // none of it is prepared), and prepared rows meet merged ones in a batch and across batches.
             let load = try store.loadBaseline(decoder, account: "default", batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares)
             #expect(load.rows == Int(baseline.rows))
+            if !plantedKeys.isEmpty {
+                // Each orphan whose id a memo's live state took moved to `_ls_row`; the others (their rowid
+                // went to a row whose state is in `_ls_row`) stay.
+                let moved = try store.read("SELECT pk FROM _ls_row WHERE pk LIKE 'orphan %'").count
+                let stayed = try store.read("SELECT pk FROM _ls_live WHERE pk LIKE 'orphan %'").count
+                #expect(moved + stayed == plantedKeys.count && moved >= 100, "\(moved) orphans moved, \(stayed) stayed")
+            }
+            if let renumbered {
+                #expect(try store.read("SELECT count(*) FROM _ls_row WHERE pk = ?", [renumbered]) == [[.integer(1)]], "the orphan moved to _ls_row")
+            }
             // Each batch's history, its changes in any order: the rows of one batch are written in
             // another order when some are prepared, as projecting reorders merged rows anyway.
             let history = try store.history(after: before, limit: 100_000).map { transaction in
@@ -107,24 +153,25 @@ struct BaselineInsertTests {
             }
             return (try StoreContent(store), history, load)
         }
-        for (label, source) in [("empty", nil), ("partial", partial), ("local", local)] as [(String, Store?)] {
-            let (merged, mergedHistory, mergedLoad) = try loaded(into: "merged-\(label)", copyOf: source, prepares: false)
-            let (prepared, preparedHistory, preparedLoad) = try loaded(into: "prepared-\(label)", copyOf: source, prepares: true)
+        for (label, source) in [("empty", nil), ("planted", nil), ("partial", partial), ("local", local), ("orphaned", partial)] as [(String, Store?)] {
+            let (orphans, planted) = (label == "orphaned", label == "planted")
+            let (merged, mergedHistory, mergedLoad) = try loaded(into: "merged-\(label)", copyOf: source, prepares: false, orphans: orphans, planted: planted)
+            let (prepared, preparedHistory, preparedLoad) = try loaded(
+                into: "prepared-\(label)", copyOf: source, prepares: true, orphans: orphans, planted: planted)
             #expect(mergedLoad.prepared == 0)
             #expect(prepared == merged, "\(label) store")
             #expect(preparedHistory == mergedHistory, "\(label) store")
             #expect(preparedHistory.count == preparedLoad.batches, "\(label) store: a history transaction per batch")
             switch label {
-            case "empty":
+            case "empty", "planted":
                 // Memos in their first life, after the first chunk: most of the baseline.
                 #expect(preparedLoad.prepared > Int(baseline.rows) / 2, "\(preparedLoad.prepared) of \(baseline.rows) rows prepared")
                 #expect(prepared.tables == (try a.syncedTables()))
-            case "partial":
-                // Prepared, but in the table already: each is merged instead.
-                #expect(preparedLoad.prepared == 0, "\(preparedLoad.prepared) rows inserted though the table holds them")
             default:
-                // Memo states in `_ls_row`: nothing is prepared.
-                #expect(preparedLoad.prepared == 0)
+                // The memos these stores hold are prepared, but in the table already: each is merged
+                // instead. The 40 new ones are inserted (in the local store, each after looking for a
+                // state in `_ls_row`, where the local memo's is).
+                #expect(preparedLoad.prepared > 0 && preparedLoad.prepared <= 40, "\(label): \(preparedLoad.prepared) rows inserted")
             }
         }
     }

@@ -43,6 +43,7 @@ final class MergeStatements {
     private var deleteReferenceStatement: Statement?
     private var insertHistoryStatement: Statement?
     private var entities: [Int64: Entity] = [:]
+    private var runs: [Int64: (count: Int, rows: Statement, states: Statement)] = [:]
     private var lastEntity: (id: Int64, statements: Entity)?
 
     /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
@@ -118,6 +119,17 @@ final class MergeStatements {
         entities[info.id] = statements
         lastEntity = (info.id, statements)
         return statements
+    }
+
+    /// `count` rows of the entity's insert in one statement, and `count` states into `_ls_live` in
+    /// another (``MergeWriter/insertPreparedRun(_:of:nodes:)``).
+    func insertRuns(of info: Catalog.EntityInfo, count: Int) throws -> (rows: Statement, states: Statement) {
+        if let run = runs[info.id], run.count == count { return (run.rows, run.states) }
+        let rows = try connection.prepare(info.sql.insert(rows: count))
+        let states = try connection.prepare(
+            "INSERT INTO _ls_live(id, pk, cl, state) VALUES " + Array(repeating: "(?, ?, ?, ?)", count: count).joined(separator: ", "))
+        runs[info.id] = (count, rows, states)
+        return (rows, states)
     }
 
     private func prepared(_ slot: inout Statement?, _ sql: String) throws -> Statement {

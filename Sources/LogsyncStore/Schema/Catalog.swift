@@ -108,6 +108,13 @@ struct RowSQL: Sendable {
     let select: String
     /// `INSERT INTO t(<key>, <columns>) VALUES (?, …)`.
     let insert: String
+    private let insertInto: String
+    private let insertRow: String
+
+    /// ``insert`` of `rows` rows: `INSERT INTO t(…) VALUES (?, …), (?, …), …`.
+    func insert(rows: Int) -> String {
+        insertInto + Array(repeating: insertRow, count: rows).joined(separator: ", ")
+    }
     /// `DELETE FROM t WHERE <key> = ?`.
     let delete: String
     /// The row's state in `_ls_live` (id, cl, state), if it has one there; parameters (entity, key).
@@ -128,7 +135,9 @@ struct RowSQL: Sendable {
         let selected = columns.isEmpty ? "1" : columns.map(SchemaSQL.quote).joined(separator: ", ")
         select = "SELECT \(selected) FROM \(table) WHERE \(key) = ?"
         let all = [key] + columns.map(SchemaSQL.quote)
-        insert = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES (\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
+        insertInto = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES "
+        insertRow = "(\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
+        insert = insertInto + insertRow
         delete = "DELETE FROM \(table) WHERE \(key) = ?"
         let liveID = "(SELECT \(SchemaSQL.liveID(entity: "?1", rowID: "rowid")) FROM \(table) WHERE \(key) = ?2)"
         let live = "id = \(liveID) AND pk = ?2"

@@ -31,6 +31,10 @@ struct BaselineInserts {
         var newest: HLCTimestamp
     }
 
+    /// How many prepared rows the loader writes with one statement, when it can
+    /// (``MergeWriter/insertPreparedRun(_:of:nodes:)``).
+    static let runLength = 8
+
     var bytes: [UInt8] = []
     var inserts: [Insert] = []
     var infos: [Catalog.EntityInfo] = []
@@ -143,52 +147,120 @@ extension MergeWriter {
         let info = inserts.infos[insert.entity]
         let hasStates = try entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates)
         return try inserts.bytes.withUnsafeBytes { bytes in
-            let key = UnsafeRawBufferPointer(rebasing: bytes[insert.key])
             if hasStates {
                 let stored = try statements.loadState()
                 try stored.bind(info.id, at: 1)
-                var reader = RowStateCoding.ByteReader(key)
+                var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
                 try reader.bindValue(to: stored, at: 2)
                 defer { stored.reset() }
                 if try stored.step() { return false }
             }
             let statement = try statements.rows(of: info).insert
-            var reader = RowStateCoding.ByteReader(key)
-            try reader.bindValue(to: statement, at: 1)
-            reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.values]))
-            for bit in info.columns.indices {
-                try reader.bindValue(to: statement, at: Int32(bit + 2))
-            }
+            try bindPrepared(insert, bytes, to: statement, from: 1, columns: info.columns.count)
             do {
                 try statement.run()
             } catch let error as SQLiteError where error.isConstraint {
                 return false
             }
-            let rowID = connection.lastInsertedRowID
-            if capturesHistory { try recordInsert(encodedKey: key, info: info) }
-            let state = UnsafeRawBufferPointer(rebasing: bytes[insert.state])
-            guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
-                let row = try inserts.row(index, nodes: nodes)
-                try saveState(row.state, primaryKey: row.key.primaryKey, info: info, previous: nil, nodes: &nodes)
-                return true
-            }
-            func storeLive() throws {
-                let live = try statements.insertLiveState()
-                try live.bind(id, at: 1)
-                var reader = RowStateCoding.ByteReader(key)
-                try reader.bindValue(to: live, at: 2)
-                try live.bind(Int64(1), at: 3)
-                try live.bind(bytes: state, at: 4)
-                try live.run()
+            try storePrepared(index, of: inserts, bytes, info: info, rowID: connection.lastInsertedRowID, nodes: &nodes)
+            return true
+        }
+    }
+
+    /// Prepared rows at once: ``BaselineInserts/runLength`` of them.
+    ///
+    /// Inserts `indices` (``BaselineInserts/runLength`` prepared rows of one entity, which has no state in
+    /// `_ls_row`) with one statement, and their states with another: SQLite's work per statement (opening
+    /// cursors, halting, resetting) is then shared. Returns false, writing nothing, when a row is in the
+    /// table already: the caller writes them one by one. A rowid table gives rows inserted without a rowid
+    /// the largest rowid plus one, in order, so the run's rows have the rowids up to the last one.
+    func insertPreparedRun(_ indices: ArraySlice<Int>, of inserts: BaselineInserts, nodes: inout NodeTable) throws -> Bool {
+        precondition(indices.count == BaselineInserts.runLength)
+        let info = inserts.infos[inserts.inserts[indices.first!].entity]
+        let columns = info.columns.count
+        let (rows, states) = try statements.insertRuns(of: info, count: indices.count)
+        return try inserts.bytes.withUnsafeBytes { bytes in
+            for (position, index) in indices.enumerated() {
+                try bindPrepared(inserts.inserts[index], bytes, to: rows, from: Int32(position * (columns + 1) + 1), columns: columns)
             }
             do {
-                try storeLive()
+                try rows.run()
             } catch let error as SQLiteError where error.isConstraint {
-                // An orphan holds that id (see ``storeLiveState(_:rowID:primaryKey:info:nodes:encoded:)``).
-                try rehomeLiveState(info: info, id: id, nodes: &nodes)
-                try storeLive()
+                return false
+            }
+            let last = connection.lastInsertedRowID
+            let rowIDs = (last - Int64(indices.count) + 1)...last
+            let ids = rowIDs.map { SchemaSQL.liveID(entity: info.id, rowID: $0) }
+            if capturesHistory {
+                for index in indices {
+                    try recordInsert(encodedKey: UnsafeRawBufferPointer(rebasing: bytes[inserts.inserts[index].key]), info: info)
+                }
+            }
+            if ids.allSatisfy({ $0 != nil }) {
+                for (position, index) in indices.enumerated() {
+                    let insert = inserts.inserts[index]
+                    let first = Int32(position * 4 + 1)
+                    try states.bind(ids[position]!, at: first)
+                    var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
+                    try reader.bindValue(to: states, at: first + 1)
+                    try states.bind(Int64(1), at: first + 2)
+                    try states.bind(bytes: UnsafeRawBufferPointer(rebasing: bytes[insert.state]), at: first + 3)
+                }
+                do {
+                    try states.run()
+                    return true
+                } catch let error as SQLiteError where error.isConstraint {
+                    // An orphan holds one of the ids: each state is stored on its own below.
+                }
+            }
+            for (index, rowID) in zip(indices, rowIDs) {
+                try storePrepared(index, of: inserts, bytes, info: info, rowID: rowID, nodes: &nodes, recordsHistory: false)
             }
             return true
+        }
+    }
+
+    /// Binds the key and values of `insert` to `statement`'s parameters from `first` on.
+    private func bindPrepared(
+        _ insert: BaselineInserts.Insert, _ bytes: UnsafeRawBufferPointer, to statement: Statement, from first: Int32, columns: Int
+    ) throws {
+        var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
+        try reader.bindValue(to: statement, at: first)
+        reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.values]))
+        for bit in 0..<columns {
+            try reader.bindValue(to: statement, at: first + Int32(bit) + 1)
+        }
+    }
+
+    /// After prepared row `index` was inserted at `rowID`: its insert recorded in history (unless
+    /// `recordsHistory` is false: the caller did), and its state stored in `_ls_live`.
+    private func storePrepared(
+        _ index: Int, of inserts: BaselineInserts, _ bytes: UnsafeRawBufferPointer, info: Catalog.EntityInfo, rowID: Int64,
+        nodes: inout NodeTable, recordsHistory: Bool = true
+    ) throws {
+        let insert = inserts.inserts[index]
+        let key = UnsafeRawBufferPointer(rebasing: bytes[insert.key])
+        if capturesHistory, recordsHistory { try recordInsert(encodedKey: key, info: info) }
+        guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
+            let row = try inserts.row(index, nodes: nodes)
+            try saveState(row.state, primaryKey: row.key.primaryKey, info: info, previous: nil, nodes: &nodes)
+            return
+        }
+        func storeLive() throws {
+            let live = try statements.insertLiveState()
+            try live.bind(id, at: 1)
+            var reader = RowStateCoding.ByteReader(key)
+            try reader.bindValue(to: live, at: 2)
+            try live.bind(Int64(1), at: 3)
+            try live.bind(bytes: UnsafeRawBufferPointer(rebasing: bytes[insert.state]), at: 4)
+            try live.run()
+        }
+        do {
+            try storeLive()
+        } catch let error as SQLiteError where error.isConstraint {
+            // An orphan holds that id (see ``storeLiveState(_:rowID:primaryKey:info:nodes:encoded:)``).
+            try rehomeLiveState(info: info, id: id, nodes: &nodes)
+            try storeLive()
         }
     }
 }

@@ -226,50 +226,27 @@ extension Store {
                 var count = 0
                 var end = false
                 let startBytes = rows.bytesHandedOut
-                // Prepared rows (``BaselineInserts``) are written at once, the others merged into `merged`
-                // and written when it is projected; so that rows are written in the baseline's order,
-                // `merged` is projected before a prepared row is written. Prepared inserts packed in
+                // Prepared rows (``BaselineInserts``) are written in runs of ``BaselineInserts/runLength``
+                // (or one by one), the others merged into `merged` and written when it is projected. So
+                // that rows are written in the baseline's order, a run is written before a merged row,
+                // and `merged` is projected before a prepared row is written. Prepared inserts packed in
                 // history are recorded before anything else writes history or projects.
                 var inserts = BaselineInserts()
                 var insertsChunk = -1
                 var insertsMatch = false
+                var run: [Int] = []
+                run.reserveCapacity(BaselineInserts.runLength)
                 var packedPending = false
                 var prepared = 0
                 func recordPrepared() throws {
                     if packedPending { try writer.recordPackedInserts() }
                     packedPending = false
                 }
-                // At least a row per batch, whatever the bounds: an empty batch would never end the load.
-                while count < max(batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
-                    guard let item = try rows.next() else {
-                        end = true
-                        break
-                    }
-                    let row: BaselineRow
-                    switch item {
-                    case .row(let decoded):
-                        row = decoded
-                    case .prepared(let index):
-                        if insertsChunk != rows.chunkNumber {
-                            inserts = rows.inserts
-                            insertsChunk = rows.chunkNumber
-                            insertsMatch = inserts.matches(state.nodes)
-                        }
-                        if insertsMatch {
-                            if !merged.rows.isEmpty {
-                                try writer.refresh(merged, nodes: &state.nodes)
-                                merged.removeAll()
-                            }
-                            if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
-                                packedPending = true
-                                newest = max(newest, inserts.inserts[index].newest)
-                                count += 1
-                                prepared += 1
-                                continue
-                            }
-                        }
-                        row = try inserts.row(index, nodes: insertsMatch ? state.nodes : NodeTable(indexes: inserts.nodeIndexes))
-                    }
+                func project() throws {
+                    try writer.refresh(merged, nodes: &state.nodes)
+                    merged.removeAll()
+                }
+                func merge(_ row: BaselineRow) throws {
                     try recordPrepared()
                     guard let info = catalog.byName[row.key.entity] else {
                         throw StoreError(.schema, "the baseline holds rows of entity '\(row.key.entity)', which this store's schema does not declare", path: path)
@@ -277,12 +254,73 @@ extension Store {
                     if let deleted = row.state.deletedAt { newest = max(newest, deleted.timestamp) }
                     for register in row.state.columns.values { newest = max(newest, register.clock.timestamp) }
                     try mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
-                    count += 1
-                    if merged.rows.count >= chunkRows {
-                        try writer.refresh(merged, nodes: &state.nodes)
-                        merged.removeAll()
+                    if merged.rows.count >= chunkRows { try project() }
+                }
+                func wrote(_ index: Int) {
+                    newest = max(newest, inserts.inserts[index].newest)
+                    prepared += 1
+                    packedPending = true
+                }
+                /// Writes the prepared rows of `run`, which arrived one after another with nothing merged
+                /// since: all at once when they are a whole run, else (or when one is in the table) one by
+                /// one, merging those that have a state after all.
+                func writeRun() throws {
+                    guard !run.isEmpty else { return }
+                    defer { run.removeAll(keepingCapacity: true) }
+                    if run.count == BaselineInserts.runLength, try writer.insertPreparedRun(run[...], of: inserts, nodes: &state.nodes) {
+                        for index in run { wrote(index) }
+                        return
+                    }
+                    for index in run {
+                        if !merged.rows.isEmpty { try project() }
+                        if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
+                            wrote(index)
+                        } else {
+                            try merge(try inserts.row(index, nodes: state.nodes))
+                        }
                     }
                 }
+                // At least a row per batch, whatever the bounds: an empty batch would never end the load.
+                while count < max(batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
+                    guard let item = try rows.next() else {
+                        end = true
+                        break
+                    }
+                    count += 1
+                    switch item {
+                    case .row(let row):
+                        try writeRun()
+                        try merge(row)
+                    case .prepared(let index):
+                        if insertsChunk != rows.chunkNumber {
+                            try writeRun()
+                            inserts = rows.inserts
+                            insertsChunk = rows.chunkNumber
+                            insertsMatch = inserts.matches(state.nodes)
+                        }
+                        guard insertsMatch else {
+                            try merge(try inserts.row(index, nodes: NodeTable(indexes: inserts.nodeIndexes)))
+                            continue
+                        }
+                        let info = inserts.infos[inserts.inserts[index].entity]
+                        if try writer.entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates) {
+                            // Each row's state is looked up first: one at a time.
+                            try writeRun()
+                            if !merged.rows.isEmpty { try project() }
+                            if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
+                                wrote(index)
+                            } else {
+                                try merge(try inserts.row(index, nodes: state.nodes))
+                            }
+                            continue
+                        }
+                        if let first = run.first, inserts.inserts[first].entity != inserts.inserts[index].entity { try writeRun() }
+                        if run.isEmpty, !merged.rows.isEmpty { try project() }
+                        run.append(index)
+                        if run.count == BaselineInserts.runLength { try writeRun() }
+                    }
+                }
+                try writeRun()
                 try recordPrepared()
                 try writer.refresh(merged, nodes: &state.nodes)
                 _ = try appendMarker(
