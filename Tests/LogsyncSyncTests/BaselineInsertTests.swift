@@ -88,21 +88,23 @@ struct BaselineInsertTests {
         var bytes: [UInt8] = []
         let baseline = try a.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
 
-        /// Another program renumbers the memo with the largest rowid, triggers off, once the store has
-        /// checked its live states: that memo's state in `_ls_live` is then an orphan at the id the next
-        /// inserted memo takes, so storing that memo's state moves the orphan to `_ls_row` first. Returns
-        /// the renumbered memo's key.
+        /// Another program renumbers the memo with the largest rowid with no trigger running and vacuums,
+        /// as `VACUUM` itself may renumber rows: that memo's state in `_ls_live` is an orphan, which the
+        /// load's first transaction moves to `_ls_row` (the schema cookie changed). Returns its key.
         func orphan(in store: Store) throws -> DatabaseValue {
             _ = try store.exportToOutbox(account: "default")
             let foreign = try Connection(path: store.path)
             try foreign.setTriggersEnabled(false)
             try foreign.execute("UPDATE Memo SET rowid = -rowid WHERE rowid = (SELECT max(rowid) FROM Memo)")
             try foreign.setTriggersEnabled(true)
+            try foreign.execute("VACUUM")
             return try store.read("SELECT id FROM Memo WHERE rowid < 0")[0][0]
         }
 
-        /// States in `_ls_live` at the ids of memos rowid 1 to 150, whose rows are gone: orphans, as above,
-        /// where the load's runs of prepared memos store their states. Returns their keys.
+        /// States in `_ls_live` at the ids memos of rowid 1 to 150 will take, whose rows are gone, as a
+        /// program deleting rows with no trigger running leaves them, and which no sync transaction has
+        /// moved yet: storing a new memo's state there moves the orphan to `_ls_row` first, in a run of
+        /// prepared rows as one by one. Returns their keys.
         func plantOrphans(in store: Store) throws -> [DatabaseValue] {
             _ = try store.exportToOutbox(account: "default")
             let memo = try #require(try store.read("SELECT id FROM _ls_entity WHERE name = 'Memo'").first?.first)
@@ -134,7 +136,9 @@ struct BaselineInsertTests {
             }
             // Small chunks and batches: the first chunk is decoded before any node index is published (so
             // none of it is prepared), and prepared rows meet merged ones in a batch and across batches.
-            let load = try store.loadBaseline(decoder, account: "default", batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares)
+            // Runs of 4 prepared rows: many of them fill up inside a chunk of 16 rows.
+            let load = try store.loadBaseline(
+                decoder, account: "default", batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares, runRows: 4)
             #expect(load.rows == Int(baseline.rows))
             if !plantedKeys.isEmpty {
                 // Each orphan whose id a memo's live state took moved to `_ls_row`; the others (their rowid

@@ -31,9 +31,11 @@ struct BaselineInserts {
         var newest: HLCTimestamp
     }
 
-    /// How many prepared rows the loader writes with one statement, when it can
-    /// (``MergeWriter/insertPreparedRun(_:of:nodes:)``).
-    static let runLength = 8
+    /// How many prepared rows the loader writes with one statement by default, when it can
+    /// (``MergeWriter/insertPreparedRun(_:of:nodes:)``). In alternating 1M-row bootstraps, 32 was faster
+    /// than 8 in 4 of 4 pairs (2.15–2.24 s against 2.32–2.39 s), and 96 no faster than 32
+    /// (`docs/BENCHMARKS.md`, bootstrap).
+    static let runLength = 32
 
     var bytes: [UInt8] = []
     var inserts: [Insert] = []
@@ -167,15 +169,13 @@ extension MergeWriter {
         }
     }
 
-    /// Prepared rows at once: ``BaselineInserts/runLength`` of them.
-    ///
-    /// Inserts `indices` (``BaselineInserts/runLength`` prepared rows of one entity, which has no state in
-    /// `_ls_row`) with one statement, and their states with another: SQLite's work per statement (opening
-    /// cursors, halting, resetting) is then shared. Returns false, writing nothing, when a row is in the
-    /// table already: the caller writes them one by one. A rowid table gives rows inserted without a rowid
-    /// the largest rowid plus one, in order, so the run's rows have the rowids up to the last one.
+    /// Inserts `indices` (prepared rows of one entity, which has no state in `_ls_row`) with one
+    /// statement, and their states with another: SQLite's work per statement (opening cursors, halting,
+    /// resetting) is then shared. Returns false, writing nothing, when a row is in the table already: the
+    /// caller writes them one by one. A rowid table gives rows inserted without a rowid the largest rowid
+    /// plus one, in order, so the run's rows have the rowids up to the last one.
     func insertPreparedRun(_ indices: ArraySlice<Int>, of inserts: BaselineInserts, nodes: inout NodeTable) throws -> Bool {
-        precondition(indices.count == BaselineInserts.runLength)
+        precondition(!indices.isEmpty)
         let info = inserts.infos[inserts.inserts[indices.first!].entity]
         let columns = info.columns.count
         let (rows, states) = try statements.insertRuns(of: info, count: indices.count)

@@ -168,13 +168,17 @@ extension Store {
     /// at a time (fewer when they took `aheadBytes` in the baseline); a crash between batches leaves
     /// `baseline_loading` set, and loading the same (or any covering) baseline again finishes the job.
     ///
+    /// With `preparesInserts`, the decoding thread prepares rows the merge would simply insert
+    /// (``BaselineInserts``), which are written `runRows` at a time with one statement where they can be.
+    ///
     /// The caller has checked the baseline's bytes (``BaselineDecoder/checkBytes(limits:source:)``); rows
     /// are decoded as they are merged, and a malformed one ends the load with an error (its batch rolls
     /// back). The trailer is checked before the last batch moves the cursors.
     package func loadBaseline(
         _ decoder: BaselineDecoder, account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default,
         batchRows: Int = 20_000, batchBytes: UInt64? = nil, chunkRows: Int = 4_096, aheadRows: Int = BaselineRowsAhead.chunkRows,
-        aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, preparesInserts: Bool = true, isCancelled: () -> Bool = { false },
+        aheadBytes: UInt64 = BaselineRowsAhead.chunkBytes, preparesInserts: Bool = true, runRows: Int = BaselineInserts.runLength,
+        isCancelled: () -> Bool = { false },
         progress: (BaselineLoad) -> Void = { _ in }
     ) throws -> BaselineLoad {
         let header = decoder.header
@@ -226,8 +230,7 @@ extension Store {
                 var count = 0
                 var end = false
                 let startBytes = rows.bytesHandedOut
-                // Prepared rows (``BaselineInserts``) are written in runs of ``BaselineInserts/runLength``
-                // (or one by one), the others merged into `merged` and written when it is projected. So
+                // Prepared rows (``BaselineInserts``) are written in runs of `runRows` (or one by one), the others merged into `merged` and written when it is projected. So
                 // that rows are written in the baseline's order, a run is written before a merged row,
                 // and `merged` is projected before a prepared row is written. Prepared inserts packed in
                 // history are recorded before anything else writes history or projects.
@@ -235,7 +238,10 @@ extension Store {
                 var insertsChunk = -1
                 var insertsMatch = false
                 var run: [Int] = []
-                run.reserveCapacity(BaselineInserts.runLength)
+                run.reserveCapacity(runRows)
+                // Once a run found a row in the table (a store holding part of the history), the batch's
+                // prepared rows are written one by one: a failed run has inserted its rows before it fails.
+                var runsFail = false
                 var packedPending = false
                 var prepared = 0
                 func recordPrepared() throws {
@@ -267,9 +273,12 @@ extension Store {
                 func writeRun() throws {
                     guard !run.isEmpty else { return }
                     defer { run.removeAll(keepingCapacity: true) }
-                    if run.count == BaselineInserts.runLength, try writer.insertPreparedRun(run[...], of: inserts, nodes: &state.nodes) {
-                        for index in run { wrote(index) }
-                        return
+                    if run.count == runRows, runRows > 1 {
+                        if try writer.insertPreparedRun(run[...], of: inserts, nodes: &state.nodes) {
+                            for index in run { wrote(index) }
+                            return
+                        }
+                        runsFail = true
                     }
                     for index in run {
                         if !merged.rows.isEmpty { try project() }
@@ -317,7 +326,7 @@ extension Store {
                         if let first = run.first, inserts.inserts[first].entity != inserts.inserts[index].entity { try writeRun() }
                         if run.isEmpty, !merged.rows.isEmpty { try project() }
                         run.append(index)
-                        if run.count == BaselineInserts.runLength { try writeRun() }
+                        if run.count >= runRows || runsFail { try writeRun() }
                     }
                 }
                 try writeRun()
@@ -338,7 +347,7 @@ extension Store {
     }
 
     /// How many bytes of a baseline's rows (inflated, as ``BaselineDecoder/rowBytes`` counts them) a batch
-    /// of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:preparesInserts:isCancelled:progress:)``
+    /// of ``loadBaseline(_:account:maximumChanges:limits:batchRows:batchBytes:chunkRows:aheadRows:aheadBytes:preparesInserts:runRows:isCancelled:progress:)``
     /// takes in a store with a write-ahead log: it ends once its rows took this many, the row that crosses
     /// the bound included. A batch whose pages outgrow the page cache spills
     /// them into the WAL before it commits, and SQLite then reads every frame the transaction wrote back
