@@ -43,7 +43,7 @@ final class MergeStatements {
     private var deleteReferenceStatement: Statement?
     private var insertHistoryStatement: Statement?
     private var entities: [Int64: Entity] = [:]
-    private var runs: [Int64: (count: Int, rows: Statement, states: Statement)] = [:]
+    private var runs: [Int64: (count: Int, rows: Statement, states: Statement, rowID: Statement)] = [:]
     private var lastEntity: (id: Int64, statements: Entity)?
 
     /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
@@ -121,15 +121,16 @@ final class MergeStatements {
         return statements
     }
 
-    /// `count` rows of the entity's insert in one statement, and `count` states into `_ls_live` in
-    /// another (``MergeWriter/insertPreparedRun(_:of:nodes:)``).
-    func insertRuns(of info: Catalog.EntityInfo, count: Int) throws -> (rows: Statement, states: Statement) {
-        if let run = runs[info.id], run.count == count { return (run.rows, run.states) }
+    /// `count` rows of the entity's insert in one statement, `count` states into `_ls_live` in another,
+    /// and the lookup of a row's rowid by its key (``MergeWriter/insertPreparedRun(_:of:nodes:)``).
+    func insertRuns(of info: Catalog.EntityInfo, count: Int) throws -> (rows: Statement, states: Statement, rowID: Statement) {
+        if let run = runs[info.id], run.count == count { return (run.rows, run.states, run.rowID) }
         let rows = try connection.prepare(info.sql.insert(rows: count))
         let states = try connection.prepare(
             "INSERT INTO _ls_live(id, pk, cl, state) VALUES " + Array(repeating: "(?, ?, ?, ?)", count: count).joined(separator: ", "))
-        runs[info.id] = (count, rows, states)
-        return (rows, states)
+        let rowID = try connection.prepare(info.sql.rowID)
+        runs[info.id] = (count, rows, states, rowID)
+        return (rows, states, rowID)
     }
 
     private func prepared(_ slot: inout Statement?, _ sql: String) throws -> Statement {

@@ -143,10 +143,12 @@ extension MergeWriter {
                 guard isNew, (error as? SQLiteError)?.isConstraint == true, let stored = try loadLiveState(primaryKey, info: info, nodes: nodes) else {
                     throw error
                 }
-                // The row is in the table with a state in `_ls_live`: the same key inserted again.
+                // The row is in the table with a state in `_ls_live`: the same key inserted again. A state
+                // the merge leaves as it was stays in `_ls_live` (a baseline loaded again, after a load that
+                // stopped between batches, meets every row the first one wrote).
                 var combined = stored
                 combined.merge(state)
-                try saveState(combined, primaryKey: primaryKey, info: info, previous: stored, nodes: &nodes)
+                if combined != stored { try saveState(combined, primaryKey: primaryKey, info: info, previous: stored, nodes: &nodes) }
                 try writeIsolated(primaryKey, info: info, state: combined, isNew: false, savesWithRow: false, nodes: &nodes)
                 return
             }

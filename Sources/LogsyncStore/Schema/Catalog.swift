@@ -106,6 +106,8 @@ struct Catalog: Sendable {
 struct RowSQL: Sendable {
     /// `SELECT <columns> FROM t WHERE <key> = ?` (or `SELECT 1` for an entity without columns).
     let select: String
+    /// `SELECT rowid FROM t WHERE <key> = ?`.
+    let rowID: String
     /// `INSERT INTO t(<key>, <columns>) VALUES (?, …)`.
     let insert: String
     private let insertInto: String
@@ -134,6 +136,7 @@ struct RowSQL: Sendable {
         let key = SchemaSQL.quote(entity.primaryKey?.name ?? "id")
         let selected = columns.isEmpty ? "1" : columns.map(SchemaSQL.quote).joined(separator: ", ")
         select = "SELECT \(selected) FROM \(table) WHERE \(key) = ?"
+        rowID = "SELECT rowid FROM \(table) WHERE \(key) = ?"
         let all = [key] + columns.map(SchemaSQL.quote)
         insertInto = "INSERT INTO \(table)(\(all.joined(separator: ", "))) VALUES "
         insertRow = "(\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"

@@ -68,9 +68,18 @@ struct BaselineInsertPreparer: Sendable {
     let catalog: Catalog
     let published: PublishedNodeIndexes
 
-    /// Starts a chunk's inserts: with the node indexes published now.
+    /// Starts a chunk's inserts: with the node indexes published now, less any index published for two
+    /// nodes (a writer's transaction that rolled back can have handed out an index that a later one gave
+    /// another node): rows of those nodes are not prepared, and a prepared state always decodes to the
+    /// nodes it was encoded with.
     func start() -> BaselineInserts {
-        BaselineInserts(nodeIndexes: published.withLock { $0 })
+        BaselineInserts(nodeIndexes: Self.unambiguous(published.withLock { $0 }))
+    }
+
+    static func unambiguous(_ indexes: [NodeID: Int64]) -> [NodeID: Int64] {
+        var nodes: [Int64: Int] = [:]
+        for index in indexes.values { nodes[index, default: 0] += 1 }
+        return indexes.filter { nodes[$0.value] == 1 }
     }
 
     /// Appends `row` to `inserts` if it can be prepared; false (and nothing appended) otherwise.
@@ -173,12 +182,14 @@ extension MergeWriter {
     /// statement, and their states with another: SQLite's work per statement (opening cursors, halting,
     /// resetting) is then shared. Returns false, writing nothing, when a row is in the table already: the
     /// caller writes them one by one. A rowid table gives rows inserted without a rowid the largest rowid
-    /// plus one, in order, so the run's rows have the rowids up to the last one.
+    /// plus one, in order, so the run's rows normally have the rowids up to the last one; the first row's
+    /// rowid is checked, and where it is not the expected one (a table at the largest rowid numbers rows
+    /// at random; an app's trigger may insert rows of its own in between), each row's rowid is looked up.
     func insertPreparedRun(_ indices: ArraySlice<Int>, of inserts: BaselineInserts, nodes: inout NodeTable) throws -> Bool {
         precondition(!indices.isEmpty)
         let info = inserts.infos[inserts.inserts[indices.first!].entity]
         let columns = info.columns.count
-        let (rows, states) = try statements.insertRuns(of: info, count: indices.count)
+        let (rows, states, rowIDLookup) = try statements.insertRuns(of: info, count: indices.count)
         return try inserts.bytes.withUnsafeBytes { bytes in
             for (position, index) in indices.enumerated() {
                 try bindPrepared(inserts.inserts[index], bytes, to: rows, from: Int32(position * (columns + 1) + 1), columns: columns)
@@ -188,8 +199,20 @@ extension MergeWriter {
             } catch let error as SQLiteError where error.isConstraint {
                 return false
             }
+            func rowID(of index: Int) throws -> Int64? {
+                var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[inserts.inserts[index].key]))
+                try reader.bindValue(to: rowIDLookup, at: 1)
+                defer { rowIDLookup.reset() }
+                return try rowIDLookup.step() ? rowIDLookup.int64(at: 0) : nil
+            }
             let last = connection.lastInsertedRowID
-            let rowIDs = (last - Int64(indices.count) + 1)...last
+            var rowIDs = Array((last - Int64(indices.count) + 1)...last)
+            if try rowID(of: indices.first!) != rowIDs[0] {
+                rowIDs = try indices.map { index in
+                    guard let found = try rowID(of: index) else { throw RowStateCoding.corrupt("a row inserted by a run of prepared rows is not in its table") }
+                    return found
+                }
+            }
             let ids = rowIDs.map { SchemaSQL.liveID(entity: info.id, rowID: $0) }
             if capturesHistory {
                 for index in indices {

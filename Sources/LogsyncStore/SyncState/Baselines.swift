@@ -217,8 +217,12 @@ extension Store {
                 try captureMergeHistoryDirectly(&state)
                 // The indexes of the nodes whose clocks the baseline holds (every one is in its frontier),
                 // for the decoding thread to encode prepared rows' states with.
-                for (origin, _) in header.frontier.sorted { try publishNodeIndex(&state.nodes, of: origin, connection: connection) }
+                if preparesInserts {
+                    for (origin, _) in header.frontier.sorted { try publishNodeIndex(&state.nodes, of: origin, connection: connection) }
+                }
                 let writer = MergeWriter(state: state, catalog: catalog)
+                // Inserts a batch that failed had packed are not recorded: its transaction rolled back.
+                writer.statements.packedInserts = nil
                 // The decoder hands out rows in strictly increasing key order, so each key comes once, and
                 // rows are projected every `chunkRows` rows rather than once per batch: memory holds a
                 // chunk's states, whatever the batch's size. Projecting part of a batch is what the end of
@@ -230,23 +234,27 @@ extension Store {
                 var count = 0
                 var end = false
                 let startBytes = rows.bytesHandedOut
-                // Prepared rows (``BaselineInserts``) are written in runs of `runRows` (or one by one), the others merged into `merged` and written when it is projected. So
-                // that rows are written in the baseline's order, a run is written before a merged row,
-                // and `merged` is projected before a prepared row is written. Prepared inserts packed in
-                // history are recorded before anything else writes history or projects.
+                // Prepared rows (``BaselineInserts``) are written in runs of up to `runRows` rows (or one by
+                // one), the others merged into `merged` and written when it is projected. So that rows are
+                // written in the baseline's order, a run is written before a merged row, and `merged` is
+                // projected before a prepared row is written. Prepared inserts packed in history are
+                // recorded before anything else writes history or projects, and every `chunkRows` rows.
                 var inserts = BaselineInserts()
                 var insertsChunk = -1
                 var insertsMatch = false
                 var run: [Int] = []
-                run.reserveCapacity(runRows)
+                var runLength = 1
                 // Once a run found a row in the table (a store holding part of the history), the batch's
                 // prepared rows are written one by one: a failed run has inserted its rows before it fails.
+                // Once several prepared rows had a state after all, the batch's prepared rows are merged as
+                // the others: each would be tried, decoded and projected on its own.
                 var runsFail = false
-                var packedPending = false
+                var insertFailures = 0
+                var packed = 0
                 var prepared = 0
                 func recordPrepared() throws {
-                    if packedPending { try writer.recordPackedInserts() }
-                    packedPending = false
+                    if packed > 0 { try writer.recordPackedInserts() }
+                    packed = 0
                 }
                 func project() throws {
                     try writer.refresh(merged, nodes: &state.nodes)
@@ -262,32 +270,35 @@ extension Store {
                     try mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
                     if merged.rows.count >= chunkRows { try project() }
                 }
-                func wrote(_ index: Int) {
+                func wrote(_ index: Int) throws {
                     newest = max(newest, inserts.inserts[index].newest)
                     prepared += 1
-                    packedPending = true
+                    packed += 1
+                    if packed >= chunkRows { try recordPrepared() }
+                }
+                /// Writes prepared row `index` on its own, or merges it when it has a state after all.
+                func writeOne(_ index: Int) throws {
+                    if !merged.rows.isEmpty { try project() }
+                    if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
+                        try wrote(index)
+                    } else {
+                        insertFailures += 1
+                        try merge(try inserts.row(index, nodes: state.nodes))
+                    }
                 }
                 /// Writes the prepared rows of `run`, which arrived one after another with nothing merged
-                /// since: all at once when they are a whole run, else (or when one is in the table) one by
-                /// one, merging those that have a state after all.
+                /// since: all at once when they are a whole run, else (or when one is in the table) one by one.
                 func writeRun() throws {
                     guard !run.isEmpty else { return }
                     defer { run.removeAll(keepingCapacity: true) }
-                    if run.count == runRows, runRows > 1 {
+                    if run.count == runLength, runLength > 1 {
                         if try writer.insertPreparedRun(run[...], of: inserts, nodes: &state.nodes) {
-                            for index in run { wrote(index) }
+                            for index in run { try wrote(index) }
                             return
                         }
                         runsFail = true
                     }
-                    for index in run {
-                        if !merged.rows.isEmpty { try project() }
-                        if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
-                            wrote(index)
-                        } else {
-                            try merge(try inserts.row(index, nodes: state.nodes))
-                        }
-                    }
+                    for index in run { try writeOne(index) }
                 }
                 // At least a row per batch, whatever the bounds: an empty batch would never end the load.
                 while count < max(batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
@@ -307,26 +318,26 @@ extension Store {
                             insertsChunk = rows.chunkNumber
                             insertsMatch = inserts.matches(state.nodes)
                         }
-                        guard insertsMatch else {
-                            try merge(try inserts.row(index, nodes: NodeTable(indexes: inserts.nodeIndexes)))
+                        guard insertsMatch, insertFailures < 8 else {
+                            try writeRun()
+                            try merge(try inserts.row(index, nodes: insertsMatch ? state.nodes : NodeTable(indexes: inserts.nodeIndexes)))
                             continue
                         }
                         let info = inserts.infos[inserts.inserts[index].entity]
                         if try writer.entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates) {
                             // Each row's state is looked up first: one at a time.
                             try writeRun()
-                            if !merged.rows.isEmpty { try project() }
-                            if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
-                                wrote(index)
-                            } else {
-                                try merge(try inserts.row(index, nodes: state.nodes))
-                            }
+                            try writeOne(index)
                             continue
                         }
                         if let first = run.first, inserts.inserts[first].entity != inserts.inserts[index].entity { try writeRun() }
-                        if run.isEmpty, !merged.rows.isEmpty { try project() }
+                        if run.isEmpty {
+                            if !merged.rows.isEmpty { try project() }
+                            // No more rows than SQLite takes parameters for (999 at the least, whatever its build).
+                            runLength = runsFail ? 1 : max(1, min(runRows, 999 / (info.columns.count + 1)))
+                        }
                         run.append(index)
-                        if run.count >= runRows || runsFail { try writeRun() }
+                        if run.count >= runLength { try writeRun() }
                     }
                 }
                 try writeRun()
