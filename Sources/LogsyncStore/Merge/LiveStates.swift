@@ -16,12 +16,21 @@ extension MergeWriter {
             try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes)
             return
         }
+        try insertingLiveState(at: id, info: info, nodes: &nodes) { nodes in
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes, encoded: encoded)
+        }
+    }
+
+    /// Runs `insert`, which puts a state into `_ls_live` at `id`; when an orphan holds that id, moves the
+    /// orphan to `_ls_row` and runs `insert` again.
+    func insertingLiveState(
+        at id: Int64, info: Catalog.EntityInfo, nodes: inout NodeTable, _ insert: (inout NodeTable) throws -> Void
+    ) throws {
         do {
-            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes, encoded: encoded)
-        } catch {
-            guard (error as? SQLiteError)?.isConstraint == true else { throw error }
+            try insert(&nodes)
+        } catch let error as SQLiteError where error.isConstraint {
             try rehomeLiveState(info: info, id: id, nodes: &nodes)
-            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.insertLiveState(), first: id, nodes: &nodes, encoded: encoded)
+            try insert(&nodes)
         }
     }
 

@@ -13,7 +13,7 @@ import LogsyncCore
 /// rows are bytes: nothing per row crosses between the threads but a range.
 ///
 /// What the loader writes for a prepared row is what the merge writes for the same ``BaselineRow``
-/// (``MergeWriter/insertPrepared(_:of:nodes:)``); where it cannot (the row is in the table already, the
+/// (``MergeWriter/insertPrepared(_:of:nodes:entitiesWithStates:)``); where it cannot (the row is in the table already, the
 /// entity has states in `_ls_row`, the node indexes moved), the row is decoded back
 /// (``row(_:nodes:)``) and merged as any other.
 struct BaselineInserts {
@@ -221,13 +221,7 @@ extension MergeWriter {
             }
             if ids.allSatisfy({ $0 != nil }) {
                 for (position, index) in indices.enumerated() {
-                    let insert = inserts.inserts[index]
-                    let first = Int32(position * 4 + 1)
-                    try states.bind(ids[position]!, at: first)
-                    var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
-                    try reader.bindValue(to: states, at: first + 1)
-                    try states.bind(Int64(1), at: first + 2)
-                    try states.bind(bytes: UnsafeRawBufferPointer(rebasing: bytes[insert.state]), at: first + 3)
+                    try bindLiveState(inserts.inserts[index], bytes, id: ids[position]!, to: states, from: Int32(position * 4 + 1))
                 }
                 do {
                     try states.run()
@@ -255,6 +249,18 @@ extension MergeWriter {
         }
     }
 
+    /// Binds `insert`'s state to `statement`'s parameters from `first` on, as `_ls_live` takes it: the live
+    /// id, the key, causal length 1, the encoded state.
+    private func bindLiveState(
+        _ insert: BaselineInserts.Insert, _ bytes: UnsafeRawBufferPointer, id: Int64, to statement: Statement, from first: Int32
+    ) throws {
+        try statement.bind(id, at: first)
+        var reader = RowStateCoding.ByteReader(UnsafeRawBufferPointer(rebasing: bytes[insert.key]))
+        try reader.bindValue(to: statement, at: first + 1)
+        try statement.bind(Int64(1), at: first + 2)
+        try statement.bind(bytes: UnsafeRawBufferPointer(rebasing: bytes[insert.state]), at: first + 3)
+    }
+
     /// After prepared row `index` was inserted at `rowID`: its insert recorded in history (unless
     /// `recordsHistory` is false: the caller did), and its state stored in `_ls_live`.
     private func storePrepared(
@@ -262,28 +268,16 @@ extension MergeWriter {
         nodes: inout NodeTable, recordsHistory: Bool = true
     ) throws {
         let insert = inserts.inserts[index]
-        let key = UnsafeRawBufferPointer(rebasing: bytes[insert.key])
-        if capturesHistory, recordsHistory { try recordInsert(encodedKey: key, info: info) }
+        if capturesHistory, recordsHistory { try recordInsert(encodedKey: UnsafeRawBufferPointer(rebasing: bytes[insert.key]), info: info) }
         guard let id = SchemaSQL.liveID(entity: info.id, rowID: rowID) else {
             let row = try inserts.row(index, nodes: nodes)
             try saveState(row.state, primaryKey: row.key.primaryKey, info: info, previous: nil, nodes: &nodes)
             return
         }
-        func storeLive() throws {
+        try insertingLiveState(at: id, info: info, nodes: &nodes) { _ in
             let live = try statements.insertLiveState()
-            try live.bind(id, at: 1)
-            var reader = RowStateCoding.ByteReader(key)
-            try reader.bindValue(to: live, at: 2)
-            try live.bind(Int64(1), at: 3)
-            try live.bind(bytes: UnsafeRawBufferPointer(rebasing: bytes[insert.state]), at: 4)
+            try bindLiveState(insert, bytes, id: id, to: live, from: 1)
             try live.run()
-        }
-        do {
-            try storeLive()
-        } catch let error as SQLiteError where error.isConstraint {
-            // An orphan holds that id (see ``storeLiveState(_:rowID:primaryKey:info:nodes:encoded:)``).
-            try rehomeLiveState(info: info, id: id, nodes: &nodes)
-            try storeLive()
         }
     }
 }
