@@ -20,9 +20,19 @@ public enum FaultInjection {
         usleep(milliseconds * 1_000)
     }
 
-    /// Blocks the calling thread forever when selected: a hung loop, for watchdog tests.
+    /// Blocks the calling thread forever when selected: a hung loop, for watchdog tests. Says so on
+    /// stderr first, so that a test waits for the hang instead of guessing when it comes.
     public static func hang(_ name: StaticString) {
         guard let selected, selected == name.description else { return }
+        StandardError.write(Array("fault injection: \(name) hangs here\n".utf8))
         while true { sleep(3_600) }
+    }
+
+    /// A wait of `milliseconds`, unless the environment variable `variable` gives another (in
+    /// milliseconds): lets a test make a fallback wait so long that relying on it shows as a missed
+    /// deadline, instead of telling a fallback from the fast path by how long a busy machine took.
+    public static func milliseconds(_ variable: StaticString, default milliseconds: Int32) -> Int32 {
+        guard let text = getenv(variable.description).map({ String(cString: $0) }), let value = Int32(text), value > 0 else { return milliseconds }
+        return value
     }
 }

@@ -155,7 +155,7 @@ public final class Subprocess: Sendable {
     }
 
     /// Waits until stdout has a line containing `text` and returns that line.
-    public func line(containing text: String, timeout: Duration = .seconds(10)) async throws -> String {
+    public func line(containing text: String, timeout: Duration = .seconds(30)) async throws -> String {
         try await output(timeout: timeout, waitingFor: text) { stdout in
             stdout.split(separator: "\n").first { $0.contains(text) }.map(String.init)
         }
@@ -164,7 +164,7 @@ public final class Subprocess: Sendable {
     /// Waits until `find` finds what it looks for in the stdout printed so far, and returns it;
     /// `description` names what is awaited when the deadline passes.
     public func output<Found>(
-        timeout: Duration = .seconds(10), waitingFor description: String, _ find: (String) -> Found?
+        timeout: Duration = .seconds(30), waitingFor description: String, _ find: (String) -> Found?
     ) async throws -> Found {
         guard let found = try await poll(timeout: timeout, every: .milliseconds(1), { find(stdout) }) else {
             throw SubprocessError.timedOut(waitingFor: description, stdout: stdout, stderr: stderr)
@@ -173,7 +173,7 @@ public final class Subprocess: Sendable {
     }
 
     /// SIGTERM, then waits up to `timeout` for the exit; returns the status.
-    public func terminate(timeout: Duration = .seconds(20)) async throws -> Int32 {
+    public func terminate(timeout: Duration = .seconds(30)) async throws -> Int32 {
         process.terminate(SIGTERM)
         return try await waitForExit(timeout: timeout)
     }
@@ -185,13 +185,13 @@ public final class Subprocess: Sendable {
         }
         // Read the last output: both pipes reach end of file once the child and any grandchildren holding
         // them are gone (bounded, in case a grandchild keeps them open).
-        _ = try await poll(timeout: .seconds(10), every: .milliseconds(1)) { output.withLock { $0.endedStreams == 2 } ? true : nil }
+        _ = try await poll(timeout: .seconds(30), every: .milliseconds(1)) { output.withLock { $0.endedStreams == 2 } ? true : nil }
         return process.terminationStatus
     }
 
     public func kill9() async throws {
         process.terminate(SIGKILL)
-        _ = try await waitForExit(timeout: .seconds(10))
+        _ = try await waitForExit(timeout: .seconds(30))
     }
 
     deinit {

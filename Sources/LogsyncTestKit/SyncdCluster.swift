@@ -43,7 +43,7 @@ public final class SyncdCluster: Sendable {
 
     /// Waits until every node's synced tables hold the same rows; returns them. On timeout the error
     /// carries each node's tables and daemon log.
-    public func awaitConvergence(timeout: Duration = .seconds(20)) async throws -> [String: [[DatabaseValue]]] {
+    public func awaitConvergence(timeout: Duration = .seconds(60)) async throws -> [String: [[DatabaseValue]]] {
         var last: [[String: [[DatabaseValue]]]] = []
         let converged = try await poll(timeout: timeout, every: .milliseconds(20)) { () -> [String: [[DatabaseValue]]]? in
             last = try nodes.map { try $0.tables() }
@@ -123,7 +123,7 @@ public final class SyncdNode: Sendable {
     }
 
     /// Starts `syncd` and waits until it is ready. `environment` adds variables (e.g. `LOGSYNC_FAULT`).
-    public func start(environment: [String: String] = [:], timeout: Duration = .seconds(20)) async throws {
+    public func start(environment: [String: String] = [:], timeout: Duration = .seconds(60)) async throws {
         var variables = ProcessInfo.processInfo.environment
         for (key, value) in environment { variables[key] = value }
         let process = try Subprocess(Products.path("syncd"), ["--config", configPath], environment: variables)
@@ -137,7 +137,7 @@ public final class SyncdNode: Sendable {
 
     /// SIGTERM, then waits for a clean exit; returns the exit status.
     @discardableResult
-    public func stop(timeout: Duration = .seconds(20)) async throws -> Int32 {
+    public func stop(timeout: Duration = .seconds(30)) async throws -> Int32 {
         guard let process else { return 0 }
         let status = try await process.terminate(timeout: timeout)
         retire()
@@ -146,7 +146,7 @@ public final class SyncdNode: Sendable {
 
     /// SIGTERM, then how long the daemon took to exit, timed on a thread of its own (a task on a busy
     /// cooperative pool may notice the exit long after it happened), and its exit status.
-    public func stopTimed(timeout: Duration = .seconds(20)) async throws -> (status: Int32, elapsed: Duration) {
+    public func stopTimed(timeout: Duration = .seconds(30)) async throws -> (status: Int32, elapsed: Duration) {
         guard let process else { return (0, .zero) }
         let elapsed = await withCheckedContinuation { (continuation: CheckedContinuation<Duration, Never>) in
             Thread.detachNewThread {
@@ -168,7 +168,7 @@ public final class SyncdNode: Sendable {
     }
 
     /// Waits for a daemon that is expected to die by itself (a fault point); returns its exit status.
-    public func waitForExit(timeout: Duration = .seconds(20)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
         guard let process else { return 0 }
         let status = try await process.waitForExit(timeout: timeout)
         retire()
@@ -187,6 +187,11 @@ public final class SyncdNode: Sendable {
 
     /// Everything this node's daemons have logged so far.
     public var log: String { state.withLock { $0.previousLogs + ($0.process?.stderr ?? "") } }
+
+    /// Waits until the daemon's log has a line containing `text`.
+    public func awaitLog(_ text: String, timeout: Duration = .seconds(30)) async throws {
+        try await eventually(within: timeout, every: .milliseconds(10), "'\(text)' in syncd \(name)'s log:\n\(log)") { log.contains(text) }
+    }
 
     /// Runs `syncctl` against this node.
     public func syncctl(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {

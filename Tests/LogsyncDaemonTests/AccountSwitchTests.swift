@@ -78,7 +78,7 @@ struct AccountSwitchTests {
         defer { watch.process.terminate() }
         let older = try UnixSocket.connect(to: a.socketPath)
         try older.write(Array(#"{"v": 1, "id": 1, "command": "watch"}"#.utf8) + [10])
-        try await eventually(within: .seconds(10), "syncctl watch is subscribed") {
+        try await eventually(within: .seconds(30), "syncctl watch is subscribed") {
             try await a.syncctl(["trigger"]).status == 0 && watch.stdout.contains("sync_finished")
         }
 
@@ -91,7 +91,7 @@ struct AccountSwitchTests {
         #expect(try a.activeStorePath() != xStore)
         _ = try await watch.line(containing: "stores_did_change")
         #expect(watch.stdout.contains("stores_will_change"), "\(watch.stdout)")
-        older.setReceiveTimeout(milliseconds: 300)
+        older.setReceiveTimeout(milliseconds: 2_000)
         var olderReader = LineReader(older)
         var olderLines: [String] = []
         while let line = try? olderReader.next() { olderLines.append(String(decoding: line, as: UTF8.self)) }
@@ -99,7 +99,7 @@ struct AccountSwitchTests {
         #expect(!olderLines.contains { $0.contains("stores_") || $0.contains("switch_progress") }, "\(olderLines)")
         try await awaitTitles(b, ["x from a", "x from b", "x from a just before the switch"])
         // Everything in X's old store was shipped and nobody holds it: it is gone.
-        try await eventually(within: .seconds(10), "A's retired store of X is deleted") { !FileManager.default.fileExists(atPath: xStore) }
+        try await eventually(within: .seconds(30), "A's retired store of X is deleted") { !FileManager.default.fileExists(atPath: xStore) }
 
         try add("y from a", to: a)
         try await awaitTitles(c, ["y from c", "y from a"])

@@ -65,7 +65,7 @@ struct NotesEndToEndTests {
         #expect(merges == imported.map { "merged token \($0.token) from \(nodeA)" })
 
         watch.process.terminate()
-        _ = try await watch.waitForExit(timeout: .seconds(10))
+        _ = try await watch.waitForExit(timeout: .seconds(30))
         #expect(try await a.stop() == 0, "clean exit on SIGTERM:\n\(a.log)")
         #expect(try await b.stop() == 0, "clean exit on SIGTERM:\n\(b.log)")
     }

@@ -61,7 +61,7 @@ struct RetentionDaemonTests {
         // a writes on after what it pruned: its writes so far may all be pruned already, once b applied
         // them and a baseline covered them, and c must have segments of a to apply after its baseline.
         try a.openStore().write(author: a.name) { try $0.insert("Note", note("a after pruning")) }
-        _ = try await eventually(within: .seconds(10), every: .milliseconds(50), "a exports its write after pruning:\n\(a.log)") {
+        _ = try await eventually(within: .seconds(30), every: .milliseconds(50), "a exports its write after pruning:\n\(a.log)") {
             try a.openStore().exportedSequence() > UInt64(prunedThrough) ? true : nil
         }
         #expect(try a.openStore().exportedSequence() > UInt64(prunedThrough), "a wrote on after what it pruned")
@@ -87,7 +87,7 @@ struct RetentionDaemonTests {
     /// its store's cursor for `origin` was moved there by a baseline (`covered:<origin>` in `_ls_meta`,
     /// which applying segments one by one never sets), and its syncd logged the load.
     static func awaitBootstrap(of node: SyncdNode, covering origin: NodeID, through sequence: Int) async throws {
-        try await eventually(within: .seconds(10), every: .milliseconds(20), "\(node.name) loaded a baseline through \(origin) \(sequence):\n\(node.log)") {
+        try await eventually(within: .seconds(30), every: .milliseconds(20), "\(node.name) loaded a baseline through \(origin) \(sequence):\n\(node.log)") {
             try node.openStore().coveredByBaseline(origin) >= UInt64(sequence) && node.log.contains(", loaded baseline ")
         }
     }

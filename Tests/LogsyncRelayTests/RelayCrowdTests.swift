@@ -32,7 +32,9 @@ import Testing
         #expect(try await fixture.pulledSegments().count == 20)
         let elapsed = ContinuousClock.now - started
         print("20 pushes and a pull beside \(idle.connections.count) idle connections: \(elapsed)")
-        #expect(elapsed < .seconds(10))
+        // Idle connections that held the event loops up would stall these for ever; the bound leaves room
+        // for a loaded machine.
+        #expect(elapsed < .seconds(60))
         #expect(try await rawRequest(port: port, method: "GET", path: "/v1/health").status == 200)
         withExtendedLifetime(idle) {}
     }
@@ -48,7 +50,7 @@ import Testing
         #expect(idle?.connections.count == 8)
         idle = nil
         // Once the idle ones are gone, connections are served again.
-        try await eventually(within: .seconds(10), every: .milliseconds(50), "the relay serves again once the idle connections close") {
+        try await eventually(within: .seconds(30), every: .milliseconds(50), "the relay serves again once the idle connections close") {
             try await rawRequest(port: port, method: "GET", path: "/v1/health").status == 200
         }
         let metrics = try await rawRequest(port: port, method: "GET", path: "/metrics")

@@ -37,7 +37,9 @@ import Testing
         let relay = try Subprocess(
             Products.path("sync-relay"), ["serve", "--database", directory.file("relay.sqlite"), "--host", "127.0.0.1", "--port", "0"],
             environment: environment)
-        try await Task.sleep(for: .milliseconds(300))
+        // Signalled once its first line of `serve` has run (the kernel shows the signals blocked), inside
+        // the fault's pause: a signal before `main` gets the default action, which no program can change.
+        try await ProcessSignals.awaitBlocked([SIGTERM], pid: relay.process.processIdentifier)
         relay.process.terminate(SIGTERM)
         let status = try await relay.waitForExit(timeout: .seconds(20))
         #expect(status == 0 && !relay.process.endedBySignal, "exit \(status):\n\(relay.stdout)\(relay.stderr)")

@@ -158,7 +158,8 @@ import Testing
             return try slow.response()
         }
         #expect(timedOut.status == 408 && timedOut.errorCode == "request_timeout", "\(timedOut.text)")
-        #expect(ContinuousClock.now - started < .seconds(8))
+        // A relay without the deadline would wait for the body for ever; the bound leaves room for load.
+        #expect(ContinuousClock.now - started < .seconds(30))
         try await expectStored(fixture, [])
     }
 }

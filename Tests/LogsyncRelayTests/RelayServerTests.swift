@@ -55,12 +55,12 @@ import Testing
         let fixture = try await RelayFixture.start()
         let node = SegmentFixtures.nodeID()
         let port = fixture.relay.port
-        let path = "/v1/accounts/\(fixture.account)/segments?after=0&wait=20"
+        let path = "/v1/accounts/\(fixture.account)/segments?after=0&wait=30"
         let token = fixture.token
         let started = ContinuousClock.now
         let waiting = Task.detached { try await rawRequest(port: port, method: "GET", path: path, token: token) }
         // The poll is waiting once /metrics counts it.
-        try await eventually(within: .seconds(10), "the long-poll is registered") {
+        try await eventually(within: .seconds(30), "the long-poll is registered") {
             (try? await rawRequest(port: port, method: "GET", path: "/metrics"))?.text.contains("relay_waiting_polls 1") == true
         }
         let pushed = ContinuousClock.now
@@ -70,8 +70,8 @@ import Testing
         let heard = ContinuousClock.now
         #expect(answer.status == 200)
         #expect(answer.text.contains(node), "the long-poll answers with the pushed segment")
-        #expect(heard - pushed < .seconds(2), "the long-poll answered \(heard - pushed) after the push, not at its 20 s deadline")
-        #expect(heard - started < .seconds(15))
+        // Woken by the push, not at its 30 s deadline (a loaded machine may take a few seconds to answer).
+        #expect(heard - pushed < .seconds(15), "the long-poll answered \(heard - pushed) after the push, not at its 30 s deadline")
         // A long-poll with nothing to hear ends at its deadline with an empty page.
         let idle = try await rawRequest(port: port, method: "GET", path: "/v1/accounts/\(fixture.account)/segments?after=1&wait=1", token: token)
         #expect(idle.status == 200 && idle.text.contains("\"segments\":[]"))
@@ -121,6 +121,6 @@ import Testing
         let started = ContinuousClock.now
         let status = try await fixture.relay.stop()
         #expect(status == 0)
-        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(ContinuousClock.now - started < .seconds(30), "a stop that hangs")
     }
 }

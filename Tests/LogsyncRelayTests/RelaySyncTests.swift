@@ -225,7 +225,7 @@ func note(_ title: String) -> [String: DatabaseValue] {
         // y's token file is missing: the switch waits at building and says why, then goes on once it is there.
         let switching = try await a.syncctl(["account", "switch", "y", "--timeout", "3"])
         #expect(switching.status != 0, "the switch cannot finish without y's token: \(switching)")
-        let waiting = try await eventually(within: .seconds(10), "the switch says it waits for y's token file") { () -> String? in
+        let waiting = try await eventually(within: .seconds(30), "the switch says it waits for y's token file") { () -> String? in
             let result = try await a.syncctl(["account", "status", "--json"])
             let status = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             let reason = (status?["switching"] as? [String: Any])?["waiting"] as? String

@@ -55,10 +55,10 @@ import Testing
         let board = ArrivalBoard(maximumWaiters: 2)
         // Already announced past the cursor: no wait at all.
         board.announce(account: "a", arrival: 5)
-        #expect(try await board.wait(account: "a", after: 4, timeout: .seconds(10)))
+        #expect(try await board.wait(account: "a", after: 4, timeout: .seconds(30)))
         // Woken by a later announcement.
-        let waiting = Task { try await board.wait(account: "a", after: 5, timeout: .seconds(10)) }
-        try await eventually(within: .seconds(5), "the waiter registers") { board.waiting == 1 }
+        let waiting = Task { try await board.wait(account: "a", after: 5, timeout: .seconds(30)) }
+        try await eventually(within: .seconds(30), "the waiter registers") { board.waiting == 1 }
         board.announce(account: "b", arrival: 9)
         #expect(board.waiting == 1, "another account's arrival wakes nobody here")
         board.announce(account: "a", arrival: 6)
@@ -69,9 +69,9 @@ import Testing
         #expect(try await !board.wait(account: "a", after: 6, timeout: .milliseconds(50)))
         #expect(ContinuousClock.now - started < .seconds(5))
         // Bounded: a third waiter is refused with busy.
-        let first = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(10)) }
-        let second = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(10)) }
-        try await eventually(within: .seconds(5), "two waiters register") { board.waiting == 2 }
+        let first = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(30)) }
+        let second = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(30)) }
+        try await eventually(within: .seconds(30), "two waiters register") { board.waiting == 2 }
         await #expect(throws: RelayError.self) { try await board.wait(account: "c", after: 0, timeout: .seconds(1)) }
         // Cancelled waiters leave.
         first.cancel()

@@ -46,6 +46,19 @@ extension Store {
         pollInterval: Duration = .milliseconds(20), _ handler: @escaping @Sendable (HistoryToken) -> Void,
         finished: @escaping @Sendable () -> Void = {}
     ) -> CommitObservation {
+        observeCommits(pollInterval: pollInterval, fallbackMilliseconds: Self.commitFallbackMilliseconds, handler, finished: finished)
+    }
+
+    /// How long the monitor waits with inotify before it looks anyway (for file systems that do not report
+    /// other hosts' changes): 1 s, or `LOGSYNC_COMMIT_FALLBACK_MS`, which tests set to a minute so that a
+    /// commit the fast path missed shows as a missed deadline rather than as a slow second.
+    static let commitFallbackMilliseconds = FaultInjection.milliseconds("LOGSYNC_COMMIT_FALLBACK_MS", default: 1_000)
+
+    /// ``observeCommits(pollInterval:_:finished:)`` with the fallback's wait given.
+    func observeCommits(
+        pollInterval: Duration, fallbackMilliseconds: Int32, _ handler: @escaping @Sendable (HistoryToken) -> Void,
+        finished: @escaping @Sendable () -> Void = {}
+    ) -> CommitObservation {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
         let watch = DirectoryWatch(directory: directory)
         let observation = CommitObservation(watch: watch)
@@ -64,7 +77,7 @@ extension Store {
                 // Inotify delivers local commits at once; the slow timeout covers file systems that do not
                 // report changes made by other hosts. Without inotify, the wait is the poll interval.
                 let rechecking = recheckUntil.map { ContinuousClock.now < $0 } ?? false
-                switch waiter.next(timeoutMilliseconds: watch == nil ? pollMilliseconds : rechecking ? 2 : 1_000).wake {
+                switch waiter.next(timeoutMilliseconds: watch == nil ? pollMilliseconds : rechecking ? 2 : fallbackMilliseconds).wake {
                 case .stopped: break
                 case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
                 case .timeout: if !rechecking { recheckUntil = nil }
