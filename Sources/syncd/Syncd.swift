@@ -51,7 +51,7 @@ struct Syncd: ParsableCommand {
         } catch let error as DaemonError {
             throw Self.fail(error.description, status: error.exitStatus)
         } catch {
-            throw Self.fail("cannot start: \(error)", status: ExitStatus.systemError)
+            throw Self.fail("cannot start: \(error)", status: DaemonError.startExitStatus(error))
         }
 
         let done = DispatchSemaphore(value: 0)

@@ -205,7 +205,9 @@ struct DaemonTests {
         var environment = ProcessInfo.processInfo.environment
         environment["LOGSYNC_FAULT"] = "syncd.starting"  // 1.5 s at the top of main
         let early = try Subprocess(Products.path("syncd"), ["--config", a.configPath], environment: environment)
-        try await Task.sleep(for: .milliseconds(300))
+        // Signalled once its first line has run (the kernel shows the signals blocked), inside the fault's
+        // pause: a signal before `main` gets the default action, which no program can change.
+        try await ProcessSignals.awaitBlocked([SIGTERM], pid: early.process.processIdentifier)
         early.process.terminate(SIGTERM)
         let status = try await early.waitForExit(timeout: .seconds(20))
         #expect(status == 0 && !early.process.endedBySignal, "exit \(status):\n\(early.stderr)")
@@ -214,12 +216,9 @@ struct DaemonTests {
         // Every thread of a running syncd blocks the signals it handles (they wait for their Dispatch source).
         try await a.start()
         let pid = try #require(a.process).process.processIdentifier
-        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
-        let handled = [SIGTERM, SIGINT, SIGHUP].reduce(UInt64(0)) { $0 | 1 << UInt64($1 - 1) }
-        for task in tasks {
-            let text = try String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
-            let blocked = text.split(separator: "\n").first { $0.hasPrefix("SigBlk:") }
-                .flatMap { UInt64($0.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16) }
+        let handled = ProcessSignals.mask([SIGTERM, SIGINT, SIGHUP])
+        for task in try ProcessSignals.threads(of: pid) {
+            let blocked = ProcessSignals.blocked(pid: pid, thread: task)
             #expect(blocked.map { $0 & handled } == handled, "thread \(task) of syncd: SigBlk \(String(describing: blocked))")
         }
         #expect(try await a.stop() == 0)
@@ -238,6 +237,34 @@ struct DaemonRefusalTests {
         #expect(second.stderr.contains("already running on \(a.storePath)"), "\(second.stderr)")
         #expect(try await a.syncctl(["status"]).status == 0, "the first one is unharmed")
         try await a.stop()
+    }
+
+    @Test("a store that is not SQLite at all (its header overwritten, or a text file in its place) is bad data: every program exits 65", arguments: ["header", "text"])
+    func notSQLite(_ damage: String) async throws {
+        let cluster = try cluster("notdb-\(damage)")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        #expect(try await a.stop() == 0)
+        // Without [store] schema, syncd reads the schema registered in the store first: the step where it
+        // met such a file and exited 71 (a system error) instead of 65.
+        let config = try String(contentsOfFile: a.configPath, encoding: .utf8)
+        try config.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("schema = ") }.joined(separator: "\n")
+            .write(toFile: a.configPath, atomically: true, encoding: .utf8)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: a.storePath + suffix) }
+        if damage == "header" {
+            let handle = try #require(FileHandle(forWritingAtPath: a.storePath))
+            try handle.write(contentsOf: Data(repeating: 0x41, count: 100))
+            try handle.close()
+        } else {
+            try "not a database\n".write(toFile: a.storePath, atomically: false, encoding: .utf8)
+        }
+        let syncd = try await Subprocess.run(Products.path("syncd"), ["--config", a.configPath])
+        #expect(syncd.status == ExitStatus.dataError, "\(syncd)")
+        #expect(syncd.stderr.contains("is not a usable SQLite database") || syncd.stderr.contains("is not a SQLite database"), "\(syncd.stderr)")
+        let logsync = try await Subprocess.run(Products.path("logsync"), ["history", "--store", a.storePath])
+        #expect(logsync.status == ExitStatus.dataError, "\(logsync)")
+        let notes = try await Subprocess.run(Products.path("notes"), ["list", "--config", a.configPath])
+        #expect(notes.status == ExitStatus.dataError, "\(notes)")
     }
 
     @Test("a control socket path held by another program is a clear error")

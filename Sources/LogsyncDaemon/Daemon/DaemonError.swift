@@ -1,5 +1,6 @@
 import LogsyncControl
 import LogsyncPlatform
+import LogsyncStore
 
 /// Why `syncd` could not start, in words an operator can act on.
 public struct DaemonError: Error, Sendable, CustomStringConvertible {
@@ -38,7 +39,19 @@ public struct DaemonError: Error, Sendable, CustomStringConvertible {
         case .alreadyRunning: return ExitStatus.temporaryFailure
         case .damaged, .schemaDrift: return ExitStatus.dataError
         case .unsafeRuntimeFolder: return ExitStatus.notPermitted
-        case .socketInUse, .setup: return ExitStatus.systemError
+        case .socketInUse: return ExitStatus.systemError
+        case .setup: return cause.map(Self.startExitStatus) ?? ExitStatus.systemError
+        }
+    }
+
+    /// `syncd`'s exit status for any error that stops its start: what a store said of itself decides (a
+    /// file that is not a store is bad data, 65, like a damaged one), whichever step of the start met it;
+    /// anything else is a system error.
+    public static func startExitStatus(_ error: any Error) -> Int32 {
+        switch error {
+        case let daemon as DaemonError: return daemon.exitStatus
+        case let store as StoreError where store.exitStatus != ExitStatus.failed: return store.exitStatus
+        default: return ExitStatus.systemError
         }
     }
 }
