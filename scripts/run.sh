@@ -5,21 +5,36 @@
 # syncd keeps running; `scripts/run.sh stop` stops it. Running this again shows the running daemon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-swift build 2>&1 | grep -E "error|warning: unre|Compiling|Build complete" | grep -v Compiling || true
 bin=.build/debug
+# Where this script notes the syncd it started, so that `stop` needs neither a build nor a package.
+pidfile="${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}/logsync-run-$(id -u).pid"
 
-running() { "$bin/syncctl" status >/dev/null 2>&1; }
+running() { [ -x "$bin/syncctl" ] && "$bin/syncctl" status >/dev/null 2>&1; }
 
 if [ "${1:-}" = "stop" ]; then
-    if ! running; then echo "syncd is not running"; exit 0; fi
-    store=$("$bin/syncctl" status --json | sed -n 's/.*"store":"\([^"]*\)".*/\1/p' | sed 's#\\/#/#g')
-    pid=$(cat "$store.syncd.lock")
+    # Stops without installing or building anything: the pid this script noted (if that process is still
+    # a syncd), else the one the control socket names through its store's lock file.
+    pid=""
+    if [ -f "$pidfile" ]; then
+        noted=$(cat "$pidfile")
+        if [ -n "$noted" ] && tr '\0' ' ' <"/proc/$noted/cmdline" 2>/dev/null | grep -q syncd; then pid=$noted; fi
+    fi
+    if [ -z "$pid" ] && running; then
+        store=$("$bin/syncctl" status --json | sed -n 's/.*"store":"\([^"]*\)".*/\1/p' | sed 's#\\/#/#g')
+        pid=$(cat "$store.syncd.lock")
+    fi
+    if [ -z "$pid" ]; then rm -f "$pidfile"; echo "syncd is not running"; exit 0; fi
     kill -TERM "$pid"
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { echo "syncd (pid $pid) stopped"; exit 0; }; sleep 0.1; done
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || { rm -f "$pidfile"; echo "syncd (pid $pid) stopped"; exit 0; }
+        sleep 0.1
+    done
     echo "syncd (pid $pid) did not stop within 10 s" >&2
     exit 1
 fi
+
+scripts/install-deps.sh
+swift build 2>&1 | grep -E "error|warning: unre|Compiling|Build complete" | grep -v Compiling || true
 
 if running; then
     echo "syncd is already running:"
@@ -29,6 +44,7 @@ fi
 log=$(mktemp -t syncd-XXXXXX.log)
 nohup "$bin/syncd" >"$log" 2>&1 &
 pid=$!
+echo "$pid" >"$pidfile"
 for _ in $(seq 1 200); do
     running && break
     kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; exit 1; }

@@ -25,6 +25,37 @@ struct CommandLineTests {
         #expect(bad.status == ExitStatus.usage, "\(bad)")
     }
 
+    @Test("scripts/run.sh stop stops the syncd it started without installing or building anything")
+    func runStopDoesNotBuild() async throws {
+        let cluster = try cluster("runstop")
+        let a = try cluster.addNode("a")
+        try await a.start()
+        let pid = try #require(a.process).process.processIdentifier
+        let runtime = cluster.directory.file("runtime")
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true)
+        // Where run.sh notes the syncd it started.
+        try "\(pid)\n".write(toFile: runtime + "/logsync-run-\(getuid()).pid", atomically: true, encoding: .utf8)
+        // Stand-ins for the build and the package tools, first on PATH: each call is noted, and fails.
+        let stubs = cluster.directory.file("stubs"), called = cluster.directory.file("called")
+        try FileManager.default.createDirectory(atPath: stubs, withIntermediateDirectories: true)
+        for tool in ["swift", "apt-get", "dpkg-query", "sudo"] {
+            try "#!/bin/sh\necho \(tool) >>\(called)\nexit 1\n".write(toFile: stubs + "/" + tool, atomically: true, encoding: .utf8)
+            chmod(stubs + "/" + tool, 0o755)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = stubs + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["XDG_RUNTIME_DIR"] = runtime
+        // Nothing of this machine's own syncd (its configuration, state or socket) is in reach.
+        environment["HOME"] = cluster.directory.path
+        for name in ["XDG_CONFIG_HOME", "XDG_STATE_HOME", "STATE_DIRECTORY", "RUNTIME_DIRECTORY", "CONFIGURATION_DIRECTORY"] { environment[name] = nil }
+        let stop = try await Subprocess.run("/bin/bash", [Products.packageRoot + "/scripts/run.sh", "stop"], environment: environment)
+        #expect(stop.status == 0 && stop.stdout.contains("syncd (pid \(pid)) stopped"), "\(stop)")
+        #expect(!FileManager.default.fileExists(atPath: called), "stop ran \((try? String(contentsOfFile: called, encoding: .utf8)) ?? "")")
+        #expect(try await a.waitForExit() == 0, "a clean stop:\n\(a.log)")
+        let again = try await Subprocess.run("/bin/bash", [Products.packageRoot + "/scripts/run.sh", "stop"], environment: environment)
+        #expect(again.status == 0 && again.stdout.contains("syncd is not running"), "\(again)")
+    }
+
     @Test("logsync-bench exits 69 when a suite's executable is not built: syncd for latency, sync-relay for relay")
     func benchWithoutExecutables() async throws {
         let directory = try TemporaryDirectory("bench")
