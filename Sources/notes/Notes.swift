@@ -18,8 +18,8 @@ struct Notes: AsyncParsableCommand {
         discussion: """
             Exit statuses (docs/exit-codes.md): 0 done; 1 failed (no such note, an id that matches several); 64 bad \
             command line; 65 the store is not usable (damaged, another schema); 73 the store's folder cannot be \
-            written; 74 a system call on the store failed; 75 another writer held the store too long; 78 bad \
-            syncd configuration.
+            written; 74 a system call on the store failed; 75 another writer held the store too long, or an account \
+            switch did not end in time; 78 bad syncd configuration.
             """,
         version: LogsyncVersion.current,
         subcommands: [Add.self, List.self, Edit.self, Delete.self, Watch.self]
@@ -38,12 +38,45 @@ struct StoreLocation: ParsableArguments {
     @Option(name: .long, help: "Author recorded in history with each save (default: the user name).")
     var author: String = ProcessInfo.processInfo.environment["USER"] ?? "notes"
 
+    /// How long a command waits for an account switch in progress to end before it reads or writes.
+    static let switchWait = Duration.seconds(120)
+
     /// The container of the active store: `--store`, else the store syncd has active for its account
-    /// (`docs/accounts.md`).
-    func openContainer() throws -> Container {
-        if let store { return try open { try Container(path: store, schema: .notes) } }
+    /// (`docs/accounts.md`), once no switch is in progress.
+    func openContainer() throws -> Container { try openActive().container }
+
+    /// The container of the active store, and where a write into it goes, for the line that reports it:
+    /// " in account ID", " in the local store", or nothing with `--store`.
+    private func openActive() throws -> (container: Container, place: String) {
+        if let store { return (try open { try Container(path: store, schema: .notes) }, "") }
         let accounts = try accountStores()
-        return try open { try Container(path: try accounts.load().active.path, schema: .notes) }
+        return try open {
+            let active = try accounts.activeStore(waitingUpTo: Self.switchWait)
+            return (try Container(path: active.path, schema: .notes), active.account.map { " in account \($0)" } ?? " in the local store")
+        }
+    }
+
+    /// Runs `body` on the view context of the active store and returns what it returned, with where its
+    /// write went (``openActive()``). When an account switch closed that store to writes between the
+    /// open and the save (the save was refused: nothing was written), `body` runs again on the store
+    /// that is active once the switch is done. No write is reported saved that is not.
+    func writing<T>(_ body: (Context) throws -> T) throws -> (result: T, place: String) {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let (container, place) = try openActive()
+            defer { container.close() }
+            do {
+                return (try body(container.viewContext), place)
+            } catch let error as ContextError where store == nil && attempts < 5 && (error.cause as? StoreError)?.code == .retired {
+                continue
+            } catch let error as ExitCode {
+                throw error
+            } catch let error as ContextError {
+                guard let cause = error.cause as? StoreError else { throw error }
+                throw fail("\(error)", status: cause.exitStatus)
+            }
+        }
     }
 
     /// A container that follows syncd's account switches (nil with `--store`: that one store only).
@@ -132,14 +165,14 @@ struct Add: ParsableCommand {
     @Flag(name: .long, help: "Pin the note.") var pinned = false
 
     func run() throws {
-        let container = try location.openContainer()
-        defer { container.close() }
-        let context = container.viewContext
-        var note = Note(title: title, body: body, pinned: pinned)
-        if let folder { note.folder = Reference(try context.folder(named: folder)) }
-        try context.insert(note)
-        let token = try context.save(author: location.author)
-        print("\(note.id.uuidString.lowercased()) saved at token \(token.map(String.init(describing:)) ?? "-")")
+        let id = UUID()
+        let (token, place) = try location.writing { context in
+            var note = Note(id: id, title: title, body: body, pinned: pinned)
+            if let folder { note.folder = Reference(try context.folder(named: folder)) }
+            try context.insert(note)
+            return try context.save(author: location.author)
+        }
+        print("\(id.uuidString.lowercased()) saved at token \(token.map(String.init(describing:)) ?? "-")\(place)")
     }
 }
 
@@ -206,16 +239,15 @@ struct Edit: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Pin or unpin the note.") var pin: Bool?
 
     func run() throws {
-        let container = try location.openContainer()
-        defer { container.close() }
-        let context = container.viewContext
-        var note = try context.note(matching: id)
-        if let title { note.title = title }
-        if let body { note.body = body }
-        if let pin { note.pinned = pin }
-        try context.update(note)
-        let token = try context.save(author: location.author)
-        print(token.map { "saved at token \($0)" } ?? "nothing changed")
+        let (token, place) = try location.writing { context in
+            var note = try context.note(matching: id)
+            if let title { note.title = title }
+            if let body { note.body = body }
+            if let pin { note.pinned = pin }
+            try context.update(note)
+            return try context.save(author: location.author)
+        }
+        print(token.map { "saved at token \($0)\(place)" } ?? "nothing changed")
     }
 }
 
@@ -226,13 +258,12 @@ struct Delete: ParsableCommand {
     @Argument(help: "The note's id, or enough of its start to tell it apart.") var id: String
 
     func run() throws {
-        let container = try location.openContainer()
-        defer { container.close() }
-        let context = container.viewContext
-        let note = try context.note(matching: id)
-        try context.delete(note)
-        let token = try context.save(author: location.author)
-        print("deleted \(note.id.uuidString.lowercased()) at token \(token.map(String.init(describing:)) ?? "-")")
+        let ((deleted, token), place) = try location.writing { context in
+            let note = try context.note(matching: id)
+            try context.delete(note)
+            return (note.id, try context.save(author: location.author))
+        }
+        print("deleted \(deleted.uuidString.lowercased()) at token \(token.map(String.init(describing:)) ?? "-")\(place)")
     }
 }
 

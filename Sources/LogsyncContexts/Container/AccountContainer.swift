@@ -58,25 +58,24 @@ public final class AccountContainer: Sendable {
         state = Mutex(State())
         let deadline = ContinuousClock.now + timeout
         while true {
-            let loaded: AccountState
+            let active: AccountState.Store
             do {
-                loaded = try accounts.load()
+                active = try accounts.activeStore(waitingUpTo: deadline - ContinuousClock.now)
             } catch {
-                throw ContextError(.openFailed, "cannot tell which store is active", cause: error)
+                throw ContextError(.openFailed, error.code == .busy ? error.message : "cannot tell which store is active", cause: error)
             }
-            if loaded.pending == nil {
-                let container = try Container(path: loaded.active.path, schema: schema, options: options)
-                state.withLock { state in
-                    state.container = container
-                    state.account = loaded.active.account
-                    state.path = loaded.active.path
-                }
-                break
+            let container: Container
+            do {
+                container = try Container(path: active.path, schema: schema, options: options)
+            } catch let error as ContextError where (error.cause as? StoreError)?.code == .retired && ContinuousClock.now < deadline {
+                continue  // A switch began between the look at the state file and the open: its new store is next.
             }
-            guard ContinuousClock.now < deadline else {
-                throw ContextError(.openFailed, "syncd is switching accounts and did not finish within \(timeout); try again when 'syncctl account status' shows it done")
+            state.withLock { state in
+                state.container = container
+                state.account = active.account
+                state.path = active.path
             }
-            usleep(20_000)
+            break
         }
         let thread = Thread { [weak self] in
             while let self, !self.isClosed {

@@ -308,7 +308,10 @@ extension SyncDaemon {
                 "the store \(pending.from.path) of \(Self.name(pending.from.account)) was found damaged, so its pending changes are not shipped and it is kept as it is: \(damage)",
                 metadata: ["message_id": "\(MessageID.storeRetained)"])
         } else if DurableFiles.exists(pending.from.path) {
-            let store = try Self.openStore(at: pending.from.path, schema: schema)
+            let store = try Self.openStore(at: pending.from.path, schema: schema, options: .retiring)
+            // Closed to writes first (docs/accounts.md, "Nothing lost"): whatever any process committed
+            // before is exported below; nothing can be committed after.
+            try store.closeToWrites(note: "from \(Self.name(pending.from.account)) to \(Self.name(pending.to.account))")
             if let account = pending.from.account {
                 do {
                     _ = try ship(store, account: account)
@@ -360,18 +363,23 @@ extension SyncDaemon {
     }
 
     /// Deletes a store that has nothing left to ship and that no process holds; else returns it with
-    /// why it is kept.
+    /// why it is kept. The store is closed to writes before it is looked at, so what the look finds
+    /// shipped is all it will ever hold: no write can land between the look and the deletion.
     func retire(_ candidate: AccountState.Retained) throws -> AccountState.Retained? {
         guard DurableFiles.exists(candidate.path) else { return nil }
         if let kept = accountState.withLock({ $0.retained.first { $0.path == candidate.path && $0.damaged != nil } }) { return kept }
         var unshipped: String?
         do {
-            let store = try Self.openStore(at: candidate.path, schema: schema)
+            let store = try Self.openStore(at: candidate.path, schema: schema, options: .retiring)
+            try store.closeToWrites(note: "\(Self.name(candidate.account)) retired")
             let pending = try store.pendingExports()
             if pending.transactions > 0 || pending.segments > 0 {
                 unshipped = "\(pending.transactions) transaction(s) and \(pending.segments) segment(s) not yet shipped"
             }
         }
+        // Tests widen the time between the look above and the deletion below, where a store still open to
+        // writes would take whatever another process commits meanwhile with it.
+        FaultInjection.delay("switch.retire-slowly", milliseconds: 500)
         try waitUntilClosedHere(candidate.path)
         var kept = candidate
         if let unshipped, candidate.account != nil {
@@ -409,6 +417,10 @@ extension SyncDaemon {
                     FaultInjection.point("switch.building-round")
                 }
                 if switchCancellation.isCancelled { return }
+            } else {
+                // A logout's copy of the account's store was taken after that store was closed to writes;
+                // the local store goes on taking the app's writes.
+                try store.reopenToWrites()
             }
             try store.finishBuilding()
         }
@@ -535,7 +547,7 @@ extension SyncDaemon {
                 do {
                     if let account = candidate.account, candidate.damaged == nil, DurableFiles.exists(candidate.path) {
                         do {
-                            _ = try ship(try Self.openStore(at: candidate.path, schema: schema), account: account)
+                            _ = try ship(try Self.openStore(at: candidate.path, schema: schema, options: .retiring), account: account)
                         } catch {
                             logger.debug("retained store \(candidate.path) not shipped yet: \(error)")
                         }

@@ -56,6 +56,26 @@ public struct AccountStores: Sendable {
         }
     }
 
+    /// The active store once no switch is in progress, waiting up to `timeout` for one that is: while a
+    /// switch runs, the old store is being closed to writes (or is gone) and the new one is not there
+    /// yet, so an app that wrote now would meet a refusal. Fails with ``StoreError/Code/busy`` when the
+    /// switch goes on past `timeout`.
+    public func activeStore(waitingUpTo timeout: Duration) throws(StoreError) -> AccountState.Store {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let state = try load()
+            guard let pending = state.pending else { return state.active }
+            guard ContinuousClock.now < deadline else {
+                throw StoreError(
+                    .busy,
+                    "syncd is switching from \(pending.from.account.map { "account \($0)" } ?? "the local store") to \(pending.to.account.map { "account \($0)" } ?? "the local store") "
+                        + "(step \(pending.step.rawValue)) and did not finish within \(timeout); try again when 'syncctl account status' shows it done",
+                    path: stateFile)
+            }
+            Pause.microseconds(20_000)
+        }
+    }
+
     /// Writes the state durably (the folder is created if needed).
     public func save(_ state: AccountState) throws(StoreError) {
         do {
@@ -173,7 +193,14 @@ extension StoreOptions {
     /// map (256 MiB by default): a new node loading a 1M-row baseline peaked at 472 MB with the map and
     /// 105 MB without, in the same time (`docs/BENCHMARKS.md`, bootstrap). The page cache stays bounded
     /// by ``cacheKibibytes``. Apps keep the map (the default options): it speeds their reads.
-    public static let syncing = StoreOptions(mmapBytes: 0)
+    /// syncd creates the active store when it is missing (the first start, or a store moved aside to be
+    /// rebuilt from the logs): the one place besides a build where a store is made on a path an account
+    /// state manages.
+    public static let syncing = StoreOptions(mmapBytes: 0, creation: .always)
+
+    /// How syncd opens a store it retires or keeps after a switch: only if it is there, never creating one
+    /// on a retired path.
+    public static let retiring = StoreOptions(mmapBytes: 0, creation: .never)
 
     /// How a store being built from its account's logs is opened (an account switch, `docs/accounts.md`):
     /// without a memory map, as syncd opens every store (``syncing``), and with a rollback journal
@@ -187,5 +214,5 @@ extension StoreOptions {
     /// 138,800 back (pages evicted, then changed again); with 64 MiB, 157,700 and 13,300, half the
     /// system CPU, and the peak memory 115 MB instead of 77. The store is closed once built, and its
     /// cache with it.
-    public static let rebuilding = StoreOptions(journal: .rollback, cacheKibibytes: 65_536, mmapBytes: 0)
+    public static let rebuilding = StoreOptions(journal: .rollback, cacheKibibytes: 65_536, mmapBytes: 0, creation: .always)
 }

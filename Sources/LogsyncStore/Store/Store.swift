@@ -83,6 +83,7 @@ public final class Store: Sendable {
             throw StoreError(.schema, "invalid schema: \(error.location): \(error.message)", cause: error)
         }
         let existed = try Self.checkLocation(path)
+        if !existed { try Self.checkCreation(path, options: options) }
         self.path = path
         self.schema = schema
         self.options = options
@@ -94,6 +95,8 @@ public final class Store: Sendable {
             do {
                 catalog = try SchemaRegistration(connection: connection, schema: schema).run()
                 try connection.execute("COMMIT")
+                // A switch that retired the path while this store was being made there: it goes again.
+                if !existed { try Self.checkCreation(path, options: options) }
             } catch {
                 try? connection.execute("ROLLBACK")
                 throw error
@@ -458,6 +461,21 @@ public final class Store: Sendable {
 
     // MARK: - Opening
 
+    /// Whether a store may be created at `path`, which holds none (``StoreOptions/creation``).
+    private static func checkCreation(_ path: String, options: StoreOptions) throws(StoreError) {
+        switch options.creation {
+        case .always: return
+        case .never: throw StoreError(.retired, "\(path) does not exist (an account switch may have retired it)", path: path)
+        case .unlessRetired:
+            guard let state = accountStateRetiring(path) else { return }
+            throw StoreError(
+                .retired,
+                "\(path) does not exist, and no new store is made there: an account switch retired that path (\(state)); "
+                    + "the active store is the one 'syncctl account status' names, and an app finds it through syncd's configuration",
+                path: path)
+        }
+    }
+
     /// Checks the directory and any existing file before SQLite touches them; returns whether the file exists.
     private static func checkLocation(_ path: String) throws(StoreError) -> Bool {
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
@@ -476,7 +494,9 @@ public final class Store: Sendable {
                 "cannot open store \(path): directory \(directory) is not writable (the store needs to create its -wal and -shm files there)",
                 path: directory, cause: SystemError.last("access", path: directory))
         }
-        guard FileManager.default.fileExists(atPath: path) else { return false }
+        // A file that exists but is empty (another program opened the path and wrote nothing) is no store yet.
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return false }
+        if (attributes[.size] as? NSNumber)?.intValue == 0 { return false }
         guard access(path, R_OK | W_OK) == 0 else {
             throw StoreError(.notWritable, "cannot open store \(path): the file is not readable and writable", path: path,
                              cause: SystemError.last("access", path: path))
@@ -538,6 +558,9 @@ public final class Store: Sendable {
                     .notADatabase,
                     "\(action): \(path) is not a usable SQLite database (it is corrupt or not a database); move it aside or restore it from a backup",
                     path: path, cause: error)
+            }
+            if error.isConstraint, error.message.contains(retiredMessage) {
+                return StoreError(.retired, "\(action) was refused: \(error.message)", path: path, cause: error)
             }
             if error.isConstraint {
                 return StoreError(.constraint, "\(action) was refused: \(error.message)", path: path, cause: error)

@@ -34,6 +34,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let sqlite = Code(name: "sqlite")
         /// A system call failed (inotify, file checks); see ``StoreError/cause``.
         public static let system = Code(name: "system")
+        /// An account switch retired this store: it takes no more writes, and no new store is created at
+        /// its path. The write belongs in the active store (`syncctl account status`); try again there.
+        public static let retired = Code(name: "retired")
     }
 
     public var code: Code
@@ -61,7 +64,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         switch code {
         case .directoryMissing, .notWritable: return ExitStatus.cannotCreate
         case .notADatabase, .incompatibleFormat, .schema, .schemaDrift: return ExitStatus.dataError
-        case .busy: return ExitStatus.temporaryFailure
+        case .busy, .retired: return ExitStatus.temporaryFailure
         case .system: return ExitStatus.ioError
         default: return ExitStatus.failed
         }

@@ -22,6 +22,17 @@ public struct StoreOptions: Sendable {
         case rollback
     }
 
+    /// Whether opening a store that does not exist creates it.
+    public enum Creation: Sendable, Hashable {
+        /// Creates it, unless an account switch retired its path (`docs/accounts.md`): a write into a store
+        /// made there would belong to no account and never ship. Apps open stores this way.
+        case unlessRetired
+        /// Creates it wherever asked: syncd, for the stores it builds and the active store it syncs.
+        case always
+        /// Opens an existing store only: syncd, for the stores it retires.
+        case never
+    }
+
     /// How long a write waits for another connection (or process) to release the write lock.
     public var busyTimeoutMilliseconds: Int32
     public var durability: Durability
@@ -32,6 +43,7 @@ public struct StoreOptions: Sendable {
     public var cacheKibibytes: Int
     /// How much of the file SQLite may read through a memory map instead of read(2) (`PRAGMA mmap_size`).
     public var mmapBytes: Int
+    public var creation: Creation
 
     /// The `synchronous` setting of a connection whose file is in WAL mode (`wal`) or has a rollback
     /// journal: FULL for ``Durability/full`` and for a rollback journal, NORMAL for a WAL otherwise.
@@ -41,8 +53,9 @@ public struct StoreOptions: Sendable {
 
     public init(
         busyTimeoutMilliseconds: Int32 = 5_000, durability: Durability = .normal, journal: Journal = .wal, cacheKibibytes: Int = 32_768,
-        mmapBytes: Int = 256 << 20
+        mmapBytes: Int = 256 << 20, creation: Creation = .unlessRetired
     ) {
+        self.creation = creation
         self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
         self.durability = durability
         self.journal = journal
