@@ -83,6 +83,7 @@ struct AccountSwitchTests {
         }
 
         try add("x from a just before the switch", to: a)
+        let switchAsked = Int64(WallClock.milliseconds())
         let toY = try await a.syncctl(["account", "switch", "y"])
         #expect(toY.status == 0, "\(toY.stderr)\n\(a.log)")
         #expect(try titles(a) == ["y from c"], "A holds exactly Y's data")
@@ -91,10 +92,16 @@ struct AccountSwitchTests {
         #expect(try a.activeStorePath() != xStore)
         _ = try await watch.line(containing: "stores_did_change")
         #expect(watch.stdout.contains("stores_will_change"), "\(watch.stdout)")
-        older.setReceiveTimeout(milliseconds: 2_000)
+        // The older client's events, read until one of a round that ended after the switch was asked for:
+        // everything the switch could have sent it comes before that one.
+        older.setReceiveTimeout(milliseconds: 30_000)
         var olderReader = LineReader(older)
         var olderLines: [String] = []
-        while let line = try? olderReader.next() { olderLines.append(String(decoding: line, as: UTF8.self)) }
+        while let line = try? olderReader.next().map({ String(decoding: $0, as: UTF8.self) }) {
+            olderLines.append(line)
+            let event = (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["event"] as? [String: Any]
+            if event?["kind"] as? String == "sync_finished", ((event?["at"] as? NSNumber)?.int64Value ?? 0) > switchAsked { break }
+        }
         #expect(olderLines.contains { $0.contains("sync_finished") }, "the older watch client still gets events: \(olderLines)")
         #expect(!olderLines.contains { $0.contains("stores_") || $0.contains("switch_progress") }, "\(olderLines)")
         try await awaitTitles(b, ["x from a", "x from b", "x from a just before the switch"])
