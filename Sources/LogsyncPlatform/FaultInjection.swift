@@ -20,6 +20,19 @@ public enum FaultInjection {
         usleep(milliseconds * 1_000)
     }
 
+    /// Holds the calling thread when selected until the file that `LOGSYNC_FAULT_GATE` names exists (at
+    /// most five minutes), so that a test does something at that exact point and then lets it go on, with
+    /// no window to hit in time; without a gate, `milliseconds`.
+    public static func gate(_ name: StaticString, milliseconds: UInt32) {
+        guard let selected, selected == name.description else { return }
+        guard let gate = getenv("LOGSYNC_FAULT_GATE").map({ String(cString: $0) }) else {
+            usleep(milliseconds * 1_000)
+            return
+        }
+        StandardError.write(Array("fault injection: \(name) waits for \(gate)\n".utf8))
+        for _ in 0..<30_000 where access(gate, F_OK) != 0 { usleep(10_000) }
+    }
+
     /// Blocks the calling thread forever when selected: a hung loop, for watchdog tests. Says so on
     /// stderr first, so that a test waits for the hang instead of guessing when it comes.
     public static func hang(_ name: StaticString) {

@@ -326,18 +326,20 @@ struct ControlTests {
     func reloadDuringSwitch() async throws {
         let cluster = try cluster("reload-switch")
         let a = try cluster.addNode("a", account: "x", tables: ["retention": ["baseline_after_transactions = 1"]])
-        // The switch waits 3 s between making the new account's mount and handing it to the loop.
-        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting"])
+        // The switch holds between making the new account's mount and handing it to the loop until the
+        // gate file exists: the test acts there, then opens the gate.
+        let gate = cluster.directory.file("gate")
+        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting", "LOGSYNC_FAULT_GATE": gate])
         defer { a.process?.process.terminate() }
         let stateFile = a.storePath + ".accounts/state.json"
         let switching = Task { try await a.syncctl(["account", "switch", "y"]) }
-        try await eventually(within: .seconds(20), "the switch reaches did_change:\n\(a.log)") {
-            (try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true
-        }
+        try await a.awaitLog("fault injection: switch.mounting waits for", timeout: .seconds(60))
+        #expect((try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true)
         let original = try String(contentsOfFile: a.configPath, encoding: .utf8)
         try original.replacingOccurrences(of: "baseline_after_transactions = 1", with: "enabled = false")
             .write(toFile: a.configPath, atomically: true, encoding: .utf8)
         #expect(try await a.syncctl(["reload"]).status == 0)
+        try "".write(toFile: gate, atomically: true, encoding: .utf8)
         let switched = try await switching.value
         #expect(switched.status == 0, "\(switched)\n\(a.log)")
 

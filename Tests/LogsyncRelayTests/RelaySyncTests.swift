@@ -171,21 +171,23 @@ func note(_ title: String) -> [String: DatabaseValue] {
             "a", account: "x", rescanIntervalMilliseconds: 60_000,
             extra: ["", "[relay]", "url = \"\(relay.url)\"", "token_file = \"\(relay.directory.file("a-{account}.token"))\"", "long_poll_s = 5"])
         let c = try cluster.addNode("c", account: "y", rescanIntervalMilliseconds: 60_000, extra: try await Self.relayLines(relay, account: "y", node: "c"))
-        // The switch waits 3 s between making the new account's transport (reading y's token) and using it.
-        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting"])
+        // The switch holds between making the new account's mount and handing it to the loop until the
+        // gate file exists: the test acts there, then opens the gate.
+        let gate = cluster.directory.file("gate")
+        try await a.start(environment: ["LOGSYNC_FAULT": "switch.mounting", "LOGSYNC_FAULT_GATE": gate])
         try await c.start()
         defer { for node in [a, c] { node.process?.process.terminate() } }
         let stateFile = a.storePath + ".accounts/state.json"
         let switching = Task { try await a.syncctl(["account", "switch", "y"]) }
-        try await eventually(within: .seconds(20), "the switch reaches did_change:\n\(a.log)") {
-            (try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true
-        }
+        try await a.awaitLog("fault injection: switch.mounting waits for", timeout: .seconds(60))
+        #expect((try? String(contentsOfFile: stateFile, encoding: .utf8))?.contains("\"did_change\"") == true)
         // Meanwhile the operator rotates y's token: the one read for the new transport is revoked.
         let tokenFile = relay.directory.file("a-y.token")
         let oldToken = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try await relay.admin(["token", "revoke", String(oldToken.split(separator: "_")[1])]).status == 0)
         try Data((try await relay.issueToken("y") + "\n").utf8).write(to: URL(fileURLWithPath: tokenFile))
         #expect(try await a.syncctl(["reload"]).status == 0)
+        try "".write(toFile: gate, atomically: true, encoding: .utf8)
         let switched = try await switching.value
         #expect(switched.status == 0, "\(switched)\n\(a.log)")
 

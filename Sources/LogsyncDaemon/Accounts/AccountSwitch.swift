@@ -236,6 +236,7 @@ extension SyncDaemon {
                 return run.failures
             }
             let delay = min(Double(configuration.maximumBackoffMilliseconds) / 1000, 0.5 * pow(2, Double(min(failures - 1, 16))))
+            metricsCounters.withLock { $0.errors[.switchStepFailed, default: 0] += 1 }
             let reason = "step \(pending.step.rawValue) failed: \(error); retrying in \(delay) s"
             switchProgress.withLock { $0.waiting = reason }
             logger.error("account switch: \(reason)", metadata: ["message_id": "\(MessageID.accountSwitch)"])
@@ -500,7 +501,7 @@ extension SyncDaemon {
     private func announce(_ pending: AccountState.Switch) throws {
         if mounted.withLock({ $0 == nil }) {
             var mount = try Self.mount(pending.to, schema: schema, configuration: configuration, syncthing: syncthing)
-            FaultInjection.delay("switch.mounting", milliseconds: 3_000)
+            FaultInjection.gate("switch.mounting", milliseconds: 3_000)
             reloading.withLock { _ in
                 // Settings a reload changed since the mount was made apply to it; a later reload finds it
                 // mounted and changes both it and the loop's.
@@ -523,6 +524,7 @@ extension SyncDaemon {
             state.pending = nil
             try save(state)
         }
+        metricsCounters.withLock { $0.accountSwitches += 1 }
         event(.storesDidChange, "from \(Self.name(pending.from.account)) to \(Self.name(pending.to.account)) (\(pending.to.path))")
         logger.notice(
             "account switch from \(Self.name(pending.from.account)) to \(Self.name(pending.to.account)) done: the store is \(pending.to.path)",
