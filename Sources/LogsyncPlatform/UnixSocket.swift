@@ -2,12 +2,17 @@
 import Glibc
 #endif
 
-/// A Unix domain stream socket: the control channel between `syncd` and `syncctl`. The only place
-/// logsync calls socket(2), bind(2), accept(2) and connect(2).
+/// A Unix domain stream socket: the control channel between `syncd` and `syncctl`. With
+/// ``LoopbackListener``, the only place logsync calls socket(2), bind(2), accept(2) and connect(2); the
+/// connections that listener accepts are of this type too (reads, writes and deadlines do not depend on
+/// the address family).
 public final class UnixSocket: Sendable {
     public let descriptor: Int32
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
+
+    /// Takes ownership of a socket made elsewhere in this module (``LoopbackListener``).
+    init(adopting descriptor: Int32) { self.descriptor = descriptor }
 
     deinit { close(descriptor) }
 

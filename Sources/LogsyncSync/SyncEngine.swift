@@ -181,6 +181,7 @@ public final class SyncEngine: Sendable {
             FaultInjection.point("export.after-publish")
             try store.markPublished(firstSequence: segment.firstSequence)
             report.published.append(name)
+            report.publishedBytes += segment.bytes.count
         }
     }
 
@@ -238,8 +239,9 @@ public final class SyncEngine: Sendable {
                         prefetched = nil
                         let segment: SegmentImport
                         switch load {
-                        case .segment(let loaded):
+                        case .segment(let loaded, let size):
                             segment = loaded
+                            report.appliedBytes += size
                         case .rejected(let rejection):
                             report.rejected.append(rejection)
                             report.wait(origin, for: cursor + 1, because: "segment \(describe(name)) was rejected: \(rejection.reason)")
@@ -344,7 +346,8 @@ public final class SyncEngine: Sendable {
 
     /// A segment read and verified completely, or why it was refused.
     enum SegmentLoad: Sendable {
-        case segment(SegmentImport)
+        /// The segment, and how many bytes it was.
+        case segment(SegmentImport, size: Int)
         case rejected(RejectedSegment)
     }
 
@@ -368,7 +371,7 @@ public final class SyncEngine: Sendable {
             }
             var transactions: [LogTransaction] = []
             while let transaction = try decoder.next() { transactions.append(transaction) }
-            return .segment(SegmentImport(header: header, transactions: transactions, checksum: checksum(bytes)))
+            return .segment(SegmentImport(header: header, transactions: transactions, checksum: checksum(bytes)), size: bytes.count)
         } catch {
             return .rejected(RejectedSegment(name: name, reason: error.description))
         }
@@ -380,9 +383,9 @@ public final class SyncEngine: Sendable {
         _ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration, preparingFor preparer: FreshRowPreparer
     ) -> SegmentLoad {
         let loaded = load(name, from: transport, configuration: configuration)
-        guard case .segment(var segment) = loaded else { return loaded }
+        guard case .segment(var segment, let size) = loaded else { return loaded }
         preparer.prepare(&segment)
-        return .segment(segment)
+        return .segment(segment, size: size)
     }
 
     private func describe(_ name: SegmentName) -> String {

@@ -5,9 +5,13 @@ import LogsyncTransport
 public struct SyncReport: Sendable, CustomStringConvertible {
     /// This node's segments published to the transport in this run.
     public var published: [SegmentName] = []
+    /// The bytes of ``published``.
+    public var publishedBytes = 0
     /// Other nodes' segments applied in this run, in order.
     public var applied: [SegmentName] = []
     public var appliedTransactions = 0
+    /// The bytes of the segments read for ``applied`` (a segment resumed after a stop counts again).
+    public var appliedBytes = 0
     /// Per node, the next sequence this store is waiting for: the segment that holds it is missing,
     /// unreadable, rejected, or held (newer schema, a clock in the future). ``waitingReasons`` says which.
     public var waiting: [NodeID: UInt64] = [:]

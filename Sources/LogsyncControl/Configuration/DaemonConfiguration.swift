@@ -33,6 +33,8 @@ public struct DaemonConfiguration: Sendable {
     /// The Syncthing instance carrying the shared folder, asked to scan after each publish (`[syncthing]`,
     /// SyncthingConfiguration.swift).
     public var syncthing: SyncthingConnection? = nil
+    /// Where syncd serves its metrics for Prometheus (`[metrics] listen`); nil: it does not.
+    public var metricsListen: LoopbackListener.Address? = nil
 
     /// A documented configuration key with its type and default.
     public struct Key: Sendable {
@@ -74,6 +76,8 @@ public struct DaemonConfiguration: Sendable {
             meaning: "prune this node's segments, older baselines and purged history this often (syncctl prune does it now)"),
         Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
             meaning: "the control socket syncctl talks to (owner-only, in a folder only syncd's user can write)"),
+        Key(table: "metrics", name: "listen", type: "string", defaultValue: "(none)",
+            meaning: "HOST:PORT on a loopback address (127.0.0.1:9469, [::1]:9469) where syncd serves GET /metrics in Prometheus's text format; unset, it serves none (a change needs a restart)"),
         Key(table: "log", name: "level", type: "string", defaultValue: "\"info\"",
             meaning: "the least severe entries logged: trace, debug, info, notice, warning, error or critical (syncd --log-level overrides it; a reload applies it)"),
     ]
@@ -184,6 +188,11 @@ public struct DaemonConfiguration: Sendable {
             case ("control", "socket"):
                 socketPath = resolve(try string())
                 socketLine = entry.line
+            case ("metrics", "listen"):
+                switch LoopbackListener.Address.parse(try string()) {
+                case .success(let address): metricsListen = address
+                case .failure(let problem): throw ConfigError(file: file, line: entry.line, "'metrics.listen': \(problem)")
+                }
             case ("log", "level"):
                 let value = try string()
                 guard Self.logLevels.contains(value) else {

@@ -108,7 +108,7 @@ public struct ControlFailure: Codable, Sendable, Hashable {
 /// What `syncctl status` shows: is it syncing, how far behind each peer is, and what went wrong.
 public struct DaemonStatus: Codable, Sendable {
     /// `halted`: the store was found damaged and syncing stopped (`last_error` says why).
-    public enum State: String, Codable, Sendable { case starting, idle, syncing, backoff, stopping, halted }
+    public enum State: String, Codable, Sendable, CaseIterable { case starting, idle, syncing, backoff, stopping, halted }
 
     public var state: State
     public var account: String

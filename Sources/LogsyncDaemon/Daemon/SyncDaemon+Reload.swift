@@ -46,6 +46,7 @@ extension SyncDaemon {
         if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
         if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
         if new.relay != old.relay { needsRestart.append("relay") }
+        if new.metricsListen != old.metricsListen { needsRestart.append("metrics.listen") }
         var applied = old
         applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
         applied.segmentChanges = new.segmentChanges

@@ -43,6 +43,9 @@ public final class SyncDaemon: Sendable {
     let logger: Logger
     let logLevel: LogLevelSetting
     let notifier = SystemdNotifier()
+    /// What `/metrics` counts since start (`[metrics] listen`).
+    let metricsCounters = Mutex(MetricsCounters())
+    private let metrics: MetricsServer?
     private let startedAt = Int64(WallClock.milliseconds())
     let state: Mutex<State>
     /// Held by a reload from start to end (SIGHUP and `syncctl reload` may come at once), and by whatever
@@ -123,6 +126,15 @@ public final class SyncDaemon: Sendable {
             throw DaemonError(.setup, "cannot read which account is active", cause: error)
         }
         self.accountState = Mutex(accountState)
+        if let address = configuration.metricsListen {
+            do {
+                metrics = try MetricsServer(address: address)
+            } catch {
+                throw DaemonError(.socketInUse, "cannot serve metrics at \(address) ([metrics] listen): \(error); choose another port, or unset it")
+            }
+        } else {
+            metrics = nil
+        }
         schema = try Self.resolveSchema(
             configuration, stores: [accountState.active.path, accountState.pending?.from.path].compactMap { $0 }, kept: accounts.schemaFile)
         syncthing = try Self.syncthingNudge(configuration, logger: logger)
@@ -251,6 +263,10 @@ public final class SyncDaemon: Sendable {
             onStart: { [weak self] round in self?.roundStarted(round) },
             onRound: { [weak self] outcome in self?.roundFinished(outcome) })
         server.start(daemon: self)
+        if let metrics {
+            metrics.start { [weak self] in self?.metricsText() ?? "" }
+            logger.notice("metrics at http://\(metrics.address)/metrics")
+        }
         let configuration = self.configuration
         startWatchers()
         setPhase(.idle)
@@ -325,6 +341,7 @@ public final class SyncDaemon: Sendable {
         switchCancellation.cancel()
         retainedWakeup.signal()
         syncthing?.stop()
+        metrics?.stop()
         let ended = loop.stop(within: Self.stopDeadline)
         server.stop()
         guard ended else {
@@ -497,6 +514,29 @@ public final class SyncDaemon: Sendable {
             syncthing: syncthing?.contact)
     }
 
+    /// The text `/metrics` answers with (``MetricsText``): the status `syncctl status --json` gives, and
+    /// the counters since start.
+    func metricsText() -> String {
+        let counters = metricsCounters.withLock { $0 }
+        guard let status = try? status() else { return "# syncd could not read its status; see syncctl status\n" }
+        let report = state.withLock { $0.lastReport }
+        var held: [String: Int] = [:]
+        if let report {
+            let kinds = [
+                ("newer_schema", report.heldForSchema.map(\.node)), ("clock_ahead", report.heldForClockSkew.map(\.node)),
+                ("rejected", report.rejected.map(\.name.node)),
+            ]
+            var explained: Set<NodeID> = []
+            for (kind, nodes) in kinds {
+                let waiting = Set(nodes).intersection(report.waiting.keys).subtracting(explained)
+                held[kind] = waiting.count
+                explained.formUnion(waiting)
+            }
+            held["missing"] = Set(report.waiting.keys).subtracting(explained).count
+        }
+        return MetricsText.render(status: status, counters: counters, held: held, version: LogsyncVersion.current)
+    }
+
     func history(limit: Int) throws -> [HistoryEntry] {
         try mountedStore().recentHistory(limit: limit).map {
             HistoryEntry(token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), time: $0.timestamp.wallClockDescription, author: $0.author, context: $0.contextName,
@@ -546,6 +586,7 @@ public final class SyncDaemon: Sendable {
     private func roundFinished(_ outcome: SyncLoop.Outcome) {
         switch outcome {
         case .completed(let report, let summary):
+            metricsCounters.withLock { $0.count(report, seconds: Double(summary.finishedAt - summary.startedAt) / 1000) }
             state.withLock { state in
                 state.lastSummary = summary
                 state.lastReport = report
@@ -571,6 +612,7 @@ public final class SyncDaemon: Sendable {
             notifier.status(statusLine())
             publish(DaemonEvent(kind: .syncFinished, at: summary.finishedAt, message: "round \(summary.round): \(report)"))
         case .failed(let error, let summary):
+            metricsCounters.withLock { $0.countFailure(seconds: Double(summary.finishedAt - summary.startedAt) / 1000) }
             state.withLock { state in
                 state.lastSummary = summary
                 state.lastError = error
