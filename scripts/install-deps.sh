@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages logsync builds and tests against, when they are missing.
 # Safe to run repeatedly: it does nothing when everything is present.
+#
+#   scripts/install-deps.sh           # everything the test suite uses
+#   scripts/install-deps.sh --build   # only what building needs (scripts/run.sh)
 set -euo pipefail
 
-packages=(libsqlite3-dev libcurl4-openssl-dev libsystemd-dev zlib1g-dev pkg-config sqlite3 python3 python3-venv systemd openssl syncthing)
+# The C libraries the package links (and pkg-config, which finds them).
+packages=(libsqlite3-dev libcurl4-openssl-dev libsystemd-dev zlib1g-dev pkg-config)
+if [ "${1:-}" != "--build" ]; then
+    # What the tests run besides: the sqlite3 shell and Python as foreign writers, Python's venv for PyPI
+    # tools, systemd-analyze for the units, openssl for TLS, Syncthing as a carrier, and Debian's own
+    # packaging tools for the .deb.
+    packages+=(sqlite3 python3 python3-venv systemd openssl syncthing dpkg-dev lintian patchelf)
+fi
 
 missing=()
 for package in "${packages[@]}"; do
