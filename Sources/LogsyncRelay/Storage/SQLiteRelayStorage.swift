@@ -58,7 +58,11 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
 
     /// Opens (creating when needed) the storage at `path`. `serving` starts the group-commit writer and
     /// the reader pool a server needs; the administration commands open it without.
-    public init(path: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
+    ///
+    /// `path` is resolved first (links, `..`): `serve` and the administration commands then name the
+    /// same file and the same credentials marker beside it, whichever path each was given.
+    public init(path given: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
+        let path = DurableFiles.resolvingLinks(given)
         self.path = path
         credentialsMarker = Self.credentialsMarker(path)
         do {
