@@ -23,9 +23,11 @@ public final class RewrittenFile: Sendable {
 
     deinit { close(descriptor) }
 
-    /// Writes `bytes` over the start of the file.
-    public func write(_ bytes: [UInt8]) throws(SystemError) {
+    /// Writes `bytes` over the start of the file; `truncating`: then cuts anything after them (a file
+    /// left by something else), without a moment where the file is empty.
+    public func write(_ bytes: [UInt8], truncating: Bool = false) throws(SystemError) {
         try Directory.writeAll(bytes, to: descriptor, path: path, at: 0)
+        if truncating, ftruncate(descriptor, off_t(bytes.count)) != 0 { throw .last("ftruncate", path: path) }
     }
 
     /// Makes what was written durable (at a clean stop).

@@ -139,12 +139,13 @@ final class ServedNote: Sendable {
     let identity: RelayIdentity
     private let file: RewrittenFile
 
-    /// Writes the note durably at start, then opens it for the writer's cheap rewrites.
+    /// Writes the note durably at start, in place: another relay serving the same database keeps
+    /// rewriting the same file (a replacement would leave it writing to one no longer there).
     init(database: String, identity: RelayIdentity, commits: Int64) throws(SystemError) {
         self.identity = identity
-        let path = RelayEpoch.notePath(database)
-        try DurableFiles.replace(path, with: RelayEpoch.Note(identity: identity, commits: commits).bytes)
-        file = try RewrittenFile(path: path)
+        file = try RewrittenFile(path: RelayEpoch.notePath(database))
+        try file.write(RelayEpoch.Note(identity: identity, commits: commits).bytes, truncating: true)
+        try file.sync()
     }
 
     /// After a commit (never before it: a note ahead of the database would make a good database look
