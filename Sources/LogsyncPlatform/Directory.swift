@@ -268,13 +268,17 @@ public final class Directory: Sendable {
         written = true
     }
 
-    static func writeAll(_ bytes: [UInt8], to fd: Int32, path: String) throws(SystemError) {
+    /// Writes all of `bytes` at the descriptor's offset, or from byte `position` of the file (`pwrite`).
+    static func writeAll(_ bytes: [UInt8], to fd: Int32, path: String, at position: off_t? = nil) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            let written = bytes.withUnsafeBytes { buffer in
+                position.map { pwrite(fd, buffer.baseAddress! + offset, buffer.count - offset, $0 + off_t(offset)) }
+                    ?? write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            }
             if written < 0 {
                 if errno == EINTR { continue }
-                throw .last("write", path: path)
+                throw .last(position == nil ? "write" : "pwrite", path: path)
             }
             offset += written
         }

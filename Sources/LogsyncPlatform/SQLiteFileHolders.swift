@@ -49,14 +49,6 @@ public enum SQLiteFileHolders {
         return false
     }
 
-    /// `path` with its folder resolved (links, `..`), as `/proc/self/fd` shows it.
-    static func canonical(_ path: String) -> String {
-        let slash = path.lastIndex(of: "/")
-        let folder = slash.map { String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        guard let resolved = realpath(folder.isEmpty ? "/" : folder, nil) else { return path }
-        defer { free(resolved) }
-        let base = String(cString: resolved)
-        return (base == "/" ? "" : base) + "/" + name
-    }
+    /// `path` resolved (links, `..`), as `/proc/self/fd` shows it.
+    static func canonical(_ path: String) -> String { DurableFiles.resolvingLinks(path) }
 }

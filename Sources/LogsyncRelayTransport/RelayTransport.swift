@@ -51,6 +51,8 @@ public final class RelayTransport: Transport, Sendable {
     /// Every request's headers: with and without a body. Replaced when the token is (a reload).
     private let headers: Mutex<(plain: [String], body: [String])>
     private let contact: Mutex<RelayContact>
+    /// Counts token replacements: a long-poll backing off after a refused token tries again at once.
+    private let tokenChanges = Atomic<Int>(0)
 
     struct State {
         /// The last arrival pulled.
@@ -60,6 +62,11 @@ public final class RelayTransport: Transport, Sendable {
         var cachedBytes = 0
         /// Pulled since the last refresh.
         var appeared: [SegmentName] = []
+        /// The relay's identity and epoch (`ID/EPOCH`) the cursor counts in, from its first answer on.
+        var identity: String?
+        /// Times the relay's history was found gone back, and why the last time (``carrierState()``).
+        var resets = 0
+        var lastReset: String?
     }
 
     public init(settings: RelayClientSettings, node: NodeID) {
@@ -80,11 +87,13 @@ public final class RelayTransport: Transport, Sendable {
     @discardableResult
     public func use(token: String) -> Bool {
         let replacement = Self.headers(token: token)
-        return headers.withLock { headers in
+        let changed = headers.withLock { headers in
             guard headers.plain != replacement.plain else { return false }
             headers = replacement
             return true
         }
+        if changed { tokenChanges.wrappingAdd(1, ordering: .relaxed) }
+        return changed
     }
 
     /// What the node last heard from the relay.
@@ -114,7 +123,7 @@ public final class RelayTransport: Transport, Sendable {
     }
 
     public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
-        while try pull(session: requests, waitSeconds: 0).received {}
+        _ = try drain(session: requests)
         return state.withLock { state in
             let appeared = state.appeared.filter { $0.node != node }
             state.appeared = []
@@ -161,14 +170,10 @@ public final class RelayTransport: Transport, Sendable {
             var nextRescan = ContinuousClock.now + rescanInterval
             while !stopped.load(ordering: .relaxed) {
                 do {
-                    var pulled = try pull(session: session, waitSeconds: waitSeconds)
+                    let pulled = try pull(session: session, waitSeconds: waitSeconds)
                     backoff.reset()
-                    var foreign = pulled.foreign
                     // Drain what is left without waiting (a page limit was hit).
-                    while pulled.received, !stopped.load(ordering: .relaxed) {
-                        pulled = try pull(session: session, waitSeconds: 0)
-                        foreign = foreign || pulled.foreign
-                    }
+                    let foreign = try drain(session: session, after: pulled, while: { !stopped.load(ordering: .relaxed) })
                     // Wakes for other nodes' segments at once; its own pushes coming back wake nothing.
                     if foreign || ContinuousClock.now >= nextRescan {
                         continuation.yield()
@@ -178,7 +183,10 @@ public final class RelayTransport: Transport, Sendable {
                     if stopped.load(ordering: .relaxed) { break }
                     let delay = (error as? TransportError)?.code.isPermanent == true ? backoff.maximumMilliseconds : backoff.next()
                     let deadline = ContinuousClock.now + .milliseconds(delay)
-                    while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline { usleep(20_000) }
+                    let token = tokenChanges.load(ordering: .relaxed)
+                    while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline, tokenChanges.load(ordering: .relaxed) == token {
+                        usleep(20_000)
+                    }
                     continuation.yield()
                 }
             }
@@ -187,11 +195,42 @@ public final class RelayTransport: Transport, Sendable {
         return stream
     }
 
+    /// What this transport knows of the relay's history: its identity and epoch as its last pull answer
+    /// said, and the resets it went through (nil before an answer, or from a relay too old to say).
+    public func carrierState() -> CarrierState? {
+        state.withLock { state in state.identity.map { CarrierState(identity: $0, resets: state.resets, lastReset: state.lastReset) } }
+    }
+
     // MARK: Requests
 
-    /// Pulls after the cursor once: whether segments came (more may wait), and whether any is another node's.
+    /// Pulls without waiting while pages come and `going` says so, after `first` (what a pull just
+    /// brought; nil: pull once first); returns whether any of it was another node's. A relay whose
+    /// history goes back more than once meanwhile (relays on different databases behind one address?)
+    /// is an error, not a loop.
+    private func drain(
+        session: CurlSession, after first: (received: Bool, foreign: Bool)? = nil, while going: () -> Bool = { true }
+    ) throws(TransportError) -> Bool {
+        let resets = state.withLock { $0.resets }
+        var pulled: (received: Bool, foreign: Bool)
+        if let first { pulled = first } else { pulled = try pull(session: session, waitSeconds: 0) }
+        var foreign = pulled.foreign
+        while pulled.received, going() {
+            pulled = try pull(session: session, waitSeconds: 0)
+            foreign = foreign || pulled.foreign
+            let (now, why) = state.withLock { ($0.resets, $0.lastReset ?? "") }
+            if now > resets + 1 {
+                throw TransportError(
+                    .refused, "the relay's history went back \(now - resets) times in a row (\(why)): are relays with different databases behind \(settings.url)?")
+            }
+        }
+        return foreign
+    }
+
+    /// Pulls after the cursor once: whether segments came (more may wait), and whether any is another
+    /// node's. An answer that shows the relay's history went back (another identity or epoch, or a latest
+    /// arrival below the cursor) resets the cursor to 0 and counts as received: the next pull starts over.
     private func pull(session: CurlSession, waitSeconds: Int) throws(TransportError) -> (received: Bool, foreign: Bool) {
-        let cursor = state.withLock { $0.cursor }
+        let (cursor, resets) = state.withLock { ($0.cursor, $0.resets) }
         let url = "\(accountURL)/segments?after=\(cursor)&wait=\(waitSeconds)"
         // Base64 in JSON: 4/3 of the bytes, plus room for the page's metadata.
         let answerLimit = settings.maximumSegmentBytes * 4 / 3 + (16 << 20)
@@ -211,7 +250,21 @@ public final class RelayTransport: Transport, Sendable {
             }
             segments.append((SegmentName(node: NodeID(segment.node), firstSequence: segment.first, lastSequence: segment.last), Array(bytes)))
         }
-        return state.withLock { state in
+        let identity = page.relay.map { "\($0.id)/\($0.epoch)" }
+        var reset: String?
+        let pulled = state.withLock { state -> (received: Bool, foreign: Bool) in
+            // The history went back since this pull left: its answer counts from a cursor that no longer holds.
+            guard state.resets == resets else { return (true, false) }
+            if let identity, let known = state.identity, known != identity {
+                reset = "the relay's identity changed from \(known) to \(identity) (its database was restored from a backup, or replaced)"
+            } else if let latest = page.latest, latest < cursor {
+                reset = "the relay's latest arrival is \(latest), below the \(cursor) this node had pulled (its database went back)"
+            }
+            if let reset {
+                state = State(identity: identity ?? state.identity, resets: state.resets + 1, lastReset: reset)
+                return (true, true)
+            }
+            if state.identity == nil { state.identity = identity }
             // Another pull (the long-poll, or a refresh) may have moved past this page meanwhile.
             guard page.cursor > state.cursor else { return (false, false) }
             for (name, bytes) in segments {
@@ -229,6 +282,14 @@ public final class RelayTransport: Transport, Sendable {
             state.cursor = page.cursor
             return (!segments.isEmpty, segments.contains { $0.0.node != node })
         }
+        if identity != nil || reset != nil {
+            let at = Int64(Date().timeIntervalSince1970 * 1000)
+            contact.withLock { contact in
+                contact.identity = identity ?? contact.identity
+                if let reset { (contact.lastReset, contact.lastResetAt) = ("\(reset): pulled again from the start", at) }
+            }
+        }
+        return pulled
     }
 
     /// Sends a request, retrying network failures and 5xx answers with jittered exponential backoff up to
@@ -321,9 +382,17 @@ struct PullPage: Decodable {
         var data: String
     }
 
+    struct Identity: Decodable {
+        var id: String
+        var epoch: UInt64
+    }
+
     var cursor: UInt64
     var more: Bool
     var segments: [Segment]
+    /// Absent from relays older than identities and epochs.
+    var relay: Identity?
+    var latest: UInt64?
 }
 
 struct ErrorAnswer: Decodable {

@@ -54,6 +54,11 @@ final class RetentionMemory: Sendable {
         var status = RetentionStatus()
         /// Baselines that failed to load or verify, with why: not tried again by this engine.
         var refused: [BaselineName: String] = [:]
+        /// Per node, up to where this engine forgot the checksums of its applied segments (that node
+        /// deleted them): such a segment seen again comes from an older copy of the carrier.
+        var forgotten: [NodeID: UInt64] = [:]
+        /// The transport's count of carrier resets already handled (``SyncEngine/recoverIfCarrierReset(into:)``).
+        var carrierResets = 0
     }
 
     /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.
@@ -298,6 +303,7 @@ extension SyncEngine {
             // Others' applied segments they deleted: their checksums are no longer needed.
             for record in records.values where record.node != node && record.prunedThrough > 0 {
                 try store.forgetAppliedSegments(of: record.node, through: record.prunedThrough)
+                retentionMemory.state.withLock { $0.forgotten[record.node] = max($0.forgotten[record.node] ?? 0, record.prunedThrough) }
             }
             // Local history that every active node has applied and this node's newest baseline holds: up
             // to that baseline, or else up to the one this engine wrote before it (the newest holds it too).

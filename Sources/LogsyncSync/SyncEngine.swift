@@ -128,6 +128,8 @@ public final class SyncEngine: Sendable {
             _ = try loadBaselineIfNeeded(into: &report, cancelled: cancelled)
         }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+        // A relay that lost history gets back what this node still has (docs/relay-protocol.md).
+        if !cancelled() { try recoverIfCarrierReset(into: &report) }
         // Bounded growth: a node behind what others pruned loads a baseline and imports what follows it;
         // then progress, baselines and pruning, each when due. Problems here are reported in the
         // retention status and never stop syncing.
@@ -191,7 +193,7 @@ public final class SyncEngine: Sendable {
         let view = try transport.refresh(excluding: node)
         report.ignored = view.ignored
         let cursors = try store.appliedSequences()
-        let covered = view.appeared.filter { $0.lastSequence <= cursors[$0.node] ?? 0 }
+        let covered = view.appeared.filter { $0.lastSequence <= cursors[$0.node] ?? 0 && !isForgotten($0) }
         if !covered.isEmpty { unchecked.names.withLock { $0.formUnion(covered) } }
         // Things named like a node's segments that are not regular files: they explain a wait.
         let unreadable = Dictionary(grouping: view.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })

@@ -42,6 +42,9 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     public var interrupted = false
     /// The baseline this run loaded (a new node, or one behind what others pruned), if any.
     public var loadedBaseline: BaselineName?
+    /// The carrier lost history (a relay restored from an older backup, or given a new database): what
+    /// this run found, and what it pushes again.
+    public var carrierReset: String?
 
     public init() {}
 
@@ -60,6 +63,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }
         if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
         if let loadedBaseline { parts.append("loaded baseline \(loadedBaseline)") }
+        if carrierReset != nil { parts.append("relay reset: pushing again what it lost") }
         if interrupted { parts.append("interrupted by a stop") }
         return parts.joined(separator: ", ")
     }

@@ -122,6 +122,11 @@ public enum MessageID {
     /// Syncthing did not take a request to scan this node's folder (once per cause), or takes them again.
     public static let syncthingFailed = "797cb1480b23402c8ed4cae77358cb9a"
     public static let syncthingRecovered = "e10173c4ed6f415ab01e26fa392a32c0"
+    /// sync-relay started with a new epoch: its database may hold less than it acknowledged (a restore).
+    public static let relayEpochChanged = "fca7a2b7549e46f891a1c5a920df1e61"
+    /// syncd found that its relay lost history (a new identity or epoch, or arrivals below its cursor):
+    /// it pulled again from the start and pushed again what it still had.
+    public static let relayReset = "caad8f0a3813446ab853d9ec30c99175"
 }
 
 /// The level below which a process logs nothing: from its configuration (`[log] level`), unless its

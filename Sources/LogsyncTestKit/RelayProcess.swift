@@ -71,6 +71,41 @@ public final class RelayProcess: Sendable {
     /// Everything the relay processes logged so far.
     public var log: String { state.withLock { $0.previousLogs + ($0.process?.stderr ?? "") } }
 
+    /// A consistent copy of the database at `path`, made while the relay may be serving: SQLite's online
+    /// backup, through the sqlite3 shell (`.backup`), as docs/operations.md tells operators to make one.
+    public func backUp(to path: String) async throws {
+        let result = try await runSQLiteShell(on: database, ".backup '\(path)'")
+        guard result.status == 0 else { throw SubprocessError.exited(status: result.status, stdout: result.stdout, stderr: result.stderr) }
+    }
+
+    /// Puts the copy at `backup` in place of the database, as an operator restores one: the relay must
+    /// be stopped; the database's `-wal` and `-shm` go, the relay's other files beside it stay.
+    public func restore(from backup: String) throws {
+        precondition(process == nil, "stop the relay before restoring its database")
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+        try FileManager.default.removeItem(atPath: database)
+        try FileManager.default.copyItem(atPath: backup, toPath: database)
+    }
+
+    /// Removes the database and every file beside it (the relay must be stopped): the next start, or
+    /// the next administration command, makes a brand-new one.
+    public func discardDatabase() throws {
+        precondition(process == nil, "stop the relay before discarding its database")
+        let name = URL(fileURLWithPath: database).lastPathComponent
+        for file in try FileManager.default.contentsOfDirectory(atPath: directory.path) where file.hasPrefix(name) {
+            try FileManager.default.removeItem(atPath: directory.file(file))
+        }
+    }
+
+    /// The identity the relay's health route announces, `ID/EPOCH`.
+    public func identity() async throws -> String {
+        let answer = try await rawRequest(port: port, method: "GET", path: "/v1/health")
+        guard answer.status == 200, let object = try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any],
+            let relay = object["relay"] as? [String: Any], let id = relay["id"] as? String, let epoch = relay["epoch"] as? Int
+        else { throw SubprocessError.exited(status: Int32(answer.status), stdout: answer.text, stderr: "no identity in the health answer") }
+        return "\(id)/\(epoch)"
+    }
+
     /// Runs `sync-relay ARGUMENTS --database <this relay's>` to completion.
     public func admin(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
         try await Subprocess.run(Products.path("sync-relay"), arguments + ["--database", database], timeout: .seconds(30))

@@ -52,6 +52,37 @@ public protocol Transport: Sendable {
 
     /// Deletes one of this node's own baselines (a newer one replaced it). Refuses another node's.
     func remove(_ name: BaselineName) throws(TransportError)
+
+    // MARK: Carriers that can lose history
+
+    /// Who carries the segments, as the carrier last said, and whether it was found to have lost some
+    /// (a relay restored from an older backup, or given a new database): nil for a carrier that cannot
+    /// tell (the shared folder), or before its first answer. The engine pushes again what this node
+    /// still has when the identity differs from the one it last published through, or when
+    /// ``CarrierState/resets`` grows.
+    func carrierState() -> CarrierState?
+}
+
+extension Transport {
+    public func carrierState() -> CarrierState? { nil }
+}
+
+/// What a transport knows of its carrier's history (``Transport/carrierState()``).
+public struct CarrierState: Sendable, Hashable {
+    /// The carrier's identity: a relay's database id and epoch, `ID/EPOCH`. A different one holds another
+    /// history: what was published through the old one may be missing.
+    public var identity: String
+    /// How many times, since the transport was made, it found the carrier's history had gone back (a new
+    /// identity, or fewer arrivals than it had already pulled) and pulled again from the start.
+    public var resets: Int
+    /// Why, the last time.
+    public var lastReset: String?
+
+    public init(identity: String, resets: Int = 0, lastReset: String? = nil) {
+        self.identity = identity
+        self.resets = resets
+        self.lastReset = lastReset
+    }
 }
 
 /// The result of scanning a transport.

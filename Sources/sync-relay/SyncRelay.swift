@@ -118,6 +118,9 @@ struct Serve: AsyncParsableCommand {
         let logger = Logger(label: "logsync.relay")
 
         let storage = try location.storage(serving: true)
+        if let change = storage.epochChange {
+            logger.notice("relay \(storage.identity.id): \(change)", metadata: ["MESSAGE_ID": "\(MessageID.relayEpochChanged)"])
+        }
         var tls: TLSCredentials?
         if let certificate = settings.tlsCertificatePath, let key = settings.tlsKeyPath {
             do {
@@ -156,14 +159,14 @@ struct Serve: AsyncParsableCommand {
             JournalLogHandler(label: label, identifier: "sync-relay", level: frameworkLevel)
         }
         let server = RelayServer(settings: settings, storage: storage, tls: tls, logger: logger, frameworkLogger: frameworkLogger)
-        let (host, database, origin) = (settings.host, settings.databasePath, source)
+        let (host, database, origin, identity) = (settings.host, storage.path, source, storage.identity)
         let scheme = tls == nil ? "http" : "https"
         do {
             try await server.run { port in
                 // Tests and scripts read the port from this line.
                 FileHandle.standardOutput.write(Data("sync-relay listening on \(scheme)://\(host):\(port)\n".utf8))
                 logger.info(
-                    "sync-relay ready on \(scheme)://\(host):\(port), database \(database), configuration \(origin)",
+                    "sync-relay ready on \(scheme)://\(host):\(port), database \(database) (relay \(identity)), configuration \(origin)",
                     metadata: ["MESSAGE_ID": "\(MessageID.ready)"])
                 notifier.ready(status: "serving \(scheme)://\(host):\(port)")
             }

@@ -204,6 +204,10 @@ struct Status: ParsableCommand {
             let when = relay.lastAnswerAt.map { " at \(UTCTime.iso8601(milliseconds: $0))" } ?? ""
             print("relay      \(relay.url) — last answer: \(relay.lastAnswer ?? "none yet")\(when)")
             if let refusal = relay.lastRefusal { print("refused    \(refusal)") }
+            if let identity = relay.identity { print("relay id   \(identity) (database id/epoch)") }
+            if let reset = relay.lastReset {
+                print("reset      \(relay.lastResetAt.map { "\(UTCTime.iso8601(milliseconds: $0)): " } ?? "")\(reset)")
+            }
         } else {
             print("shared     \(status.sharedFolder)")
         }

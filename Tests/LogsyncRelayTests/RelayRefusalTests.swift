@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import LogsyncTestKit
 import Testing
 
@@ -59,6 +60,33 @@ import Testing
         #expect(!fixture.relay.log.contains(secret))
         let database = try Data(contentsOf: URL(fileURLWithPath: fixture.relay.database))
         #expect(database.range(of: Data(secret.utf8)) == nil, "tokens are stored hashed")
+    }
+
+    /// A revocation or an account deletion made through a symbolic link to the database reaches the
+    /// running relay at its next request: every command resolves the path, so the credentials marker it
+    /// touches is the one beside the real file, which the relay watches.
+    @Test func revocationThroughALinkReachesTheRunningRelay() async throws {
+        let fixture = try await RelayFixture.start()
+        try await fixture.relay.createAccount("other")
+        let otherToken = try await fixture.relay.issueToken("other")
+        // The relay found both tokens valid, and remembers them.
+        #expect(try await fixture.pull().status == 200)
+        #expect(try await fixture.pull(token: otherToken, account: "other").status == 200)
+        let elsewhere = try TemporaryDirectory("relaylink")
+        let link = elsewhere.file("linked.sqlite")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: fixture.relay.database)
+        let relay = Products.path("sync-relay")
+
+        let revoke = try await Subprocess.run(relay, ["token", "revoke", String(fixture.token.split(separator: "_")[1]), "--database", link])
+        #expect(revoke.status == 0, "\(revoke.stderr)")
+        let refused = try await fixture.pull()
+        #expect(refused.status == 401, "the running relay refuses the token revoked through the link: \(refused.text)")
+
+        let delete = try await Subprocess.run(relay, ["account", "delete", "other", "--database", link])
+        #expect(delete.status == 0, "\(delete.stderr)")
+        let gone = try await fixture.pull(token: otherToken, account: "other")
+        #expect(gone.status == 401, "the running relay refuses the token of the account deleted through the link: \(gone.text)")
+        #expect(!DurableFiles.exists(link + "-credentials"), "no marker beside the link: the relay would never look there")
     }
 
     @Test func sizeQuotaAndBodiesAreChecked() async throws {

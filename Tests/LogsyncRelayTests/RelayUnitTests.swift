@@ -81,6 +81,67 @@ import Testing
         #expect(board.waiting == 0)
     }
 
+    /// The epoch changes when the database may hold less than its relays acknowledged (a restored backup,
+    /// a database without the note of what was served), and only then; a new database has a new id.
+    @Test func epochChangesWhenTheDatabaseWentBack() async throws {
+        let directory = try TemporaryDirectory("relayepoch")
+        let path = directory.file("relay.sqlite")
+        let backup = directory.file("backup.sqlite")
+        let node = SegmentFixtures.nodeID()
+        func push(_ storage: SQLiteRelayStorage, _ sequence: UInt64) async throws {
+            let bytes = try SegmentFixtures.segment(account: "acct", node: node, first: sequence, last: sequence)
+            _ = try await storage.push(
+                SegmentPush(account: "acct", node: .init(node), firstSequence: sequence, lastSequence: sequence, bytes: bytes, defaultQuotaBytes: 1 << 30))
+        }
+        func restore() throws {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            try FileManager.default.copyItem(atPath: backup, toPath: path)
+        }
+        func reopen(_ storage: SQLiteRelayStorage, _ change: () throws -> Void = {}) throws -> SQLiteRelayStorage {
+            storage.close()
+            try change()
+            return try SQLiteRelayStorage(path: path)
+        }
+
+        var storage = try SQLiteRelayStorage(path: path)
+        let created = storage.identity
+        #expect(created.epoch == 1 && storage.epochChange == nil && created.id.count == 32, "\(created)")
+        try storage.createAccount("acct", quotaBytes: nil)
+        try await push(storage, 1)
+        storage = try reopen(storage)
+        #expect(storage.identity == created && storage.epochChange == nil, "a restart keeps the epoch")
+
+        let copied = try await runSQLiteShell(on: path, ".backup '\(backup)'")
+        #expect(copied.status == 0, "\(copied.stderr)")
+        try await push(storage, 2)
+        storage = try reopen(storage, restore)
+        let restored = storage.identity
+        #expect(restored.id == created.id && restored.epoch > created.epoch, "a restored backup: a new epoch (\(restored))")
+        #expect(storage.epochChange?.contains("committed") == true, "\(storage.epochChange ?? "no change")")
+        storage = try reopen(storage)
+        #expect(storage.identity == restored && storage.epochChange == nil, "once changed, the epoch stays")
+
+        // The same backup restored again: it holds every commit the note counts since, but an older epoch.
+        storage = try reopen(storage, restore)
+        #expect(storage.identity.id == created.id && storage.identity.epoch > restored.epoch, "restored again: yet another epoch")
+        let again = storage.identity
+
+        // The database alone, without the note (moved to another machine): nothing vouches for it.
+        storage = try reopen(storage) { try FileManager.default.removeItem(atPath: path + "-served") }
+        #expect(storage.identity.id == created.id && storage.identity.epoch > again.epoch)
+        #expect(storage.epochChange?.contains("relay.sqlite-served beside it") == true, "\(storage.epochChange ?? "no change")")
+
+        // A new database: a new id at epoch 1; it holds nothing anyone could have a cursor into.
+        storage = try reopen(storage) {
+            for suffix in ["", "-wal", "-shm"] { try FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        #expect(storage.identity.id != created.id && storage.identity.epoch == 1 && storage.epochChange == nil, "\(storage.identity)")
+        // The administration commands never change the epoch.
+        let administration = try SQLiteRelayStorage(path: path, serving: false)
+        #expect(administration.identity == storage.identity && administration.epochChange == nil)
+        storage.close()
+    }
+
     @Test func storageGroupsCommitsAndRefusesConflicts() async throws {
         let directory = try TemporaryDirectory("relaystore")
         let storage = try SQLiteRelayStorage(path: directory.file("relay.sqlite"))

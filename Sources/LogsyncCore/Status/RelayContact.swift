@@ -8,15 +8,29 @@ public struct RelayContact: Sendable, Codable, Hashable {
     public var lastAnswerAt: Int64?
     /// The last push the relay refused, and why.
     public var lastRefusal: String?
+    /// Which history the relay serves, `ID/EPOCH` (its database's id and epoch), as its last pull answer
+    /// said; nil before one came, or from a relay too old to say.
+    public var identity: String?
+    /// The last time the node found the relay had lost history (a new identity or epoch, or fewer
+    /// arrivals than the node had pulled), what it found and what it did.
+    public var lastReset: String?
+    public var lastResetAt: Int64?
 
-    public init(url: String, lastAnswer: String? = nil, lastAnswerAt: Int64? = nil, lastRefusal: String? = nil) {
+    public init(
+        url: String, lastAnswer: String? = nil, lastAnswerAt: Int64? = nil, lastRefusal: String? = nil, identity: String? = nil,
+        lastReset: String? = nil, lastResetAt: Int64? = nil
+    ) {
         self.url = url
         self.lastAnswer = lastAnswer
         self.lastAnswerAt = lastAnswerAt
         self.lastRefusal = lastRefusal
+        self.identity = identity
+        self.lastReset = lastReset
+        self.lastResetAt = lastResetAt
     }
 
     enum CodingKeys: String, CodingKey {
-        case url, lastAnswer = "last_answer", lastAnswerAt = "last_answer_at", lastRefusal = "last_refusal"
+        case url, lastAnswer = "last_answer", lastAnswerAt = "last_answer_at", lastRefusal = "last_refusal", identity
+        case lastReset = "last_reset", lastResetAt = "last_reset_at"
     }
 }

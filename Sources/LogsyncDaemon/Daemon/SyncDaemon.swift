@@ -71,6 +71,8 @@ public final class SyncDaemon: Sendable {
         var stopped = false
         /// What the journal has been told waits or was refused, so that each is logged once.
         var notices: Set<Notice> = []
+        /// The last time a round found the relay had lost history, and what it did (for `status`).
+        var relayReset: (message: String, at: Int64)?
     }
 
     /// Something held or refused that the journal is told about once, when it appears.
@@ -493,7 +495,12 @@ public final class SyncDaemon: Sendable {
         }.sorted { $0.node < $1.node }
         let ignored = (report?.ignored ?? []).sorted { ($0.reason.isSuspicious ? 0 : 1, $0.path) < ($1.reason.isSuspicious ? 0 : 1, $1.path) }
         let accounts = accountReport()
-        let relayContact = (mounted.withLock { $0?.transport } as? RelayTransport)?.lastContact
+        var relayContact = (mounted.withLock { $0?.transport } as? RelayTransport)?.lastContact
+        if let reset = state.withLock({ $0.relayReset }) {
+            // What the engine did about it says more than what the transport saw (and a restart sees only the former).
+            relayContact?.lastReset = reset.message
+            relayContact?.lastResetAt = reset.at
+        }
         return DaemonStatus(
             state: halted != nil ? .halted : phase, account: accounts.active ?? "", node: store?.nodeID ?? "", store: accounts.store,
             sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
@@ -602,6 +609,10 @@ public final class SyncDaemon: Sendable {
                 publish(DaemonEvent(kind: .quarantined, at: summary.finishedAt, message: name.description))
             }
             if !report.interrupted { tellJournal(about: report) }
+            if let reset = report.carrierReset {
+                state.withLock { $0.relayReset = (reset, summary.finishedAt) }
+                logger.notice("the relay lost history: \(reset)", metadata: ["message_id": "\(MessageID.relayReset)"])
+            }
             // A baseline load is logged even when the round moved nothing else (a new node for which the
             // baseline held everything there was).
             if !report.published.isEmpty || !report.applied.isEmpty || !report.quarantined.isEmpty || report.loadedBaseline != nil {

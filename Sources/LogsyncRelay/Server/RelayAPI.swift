@@ -49,7 +49,7 @@ final class RelayAPI: Sendable {
     }
 
     func register(on router: Router<RelayRequestContext>) {
-        router.get("/v1/health") { _, _ in Self.json(["status": "ok"]) }
+        router.get("/v1/health") { [self] _, _ in Self.json(HealthAnswer(status: "ok", relay: storage.identity)) }
         router.get("/v1/ready") { [self] _, _ in
             guard storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
             return Self.json(["status": "ready"])
@@ -235,7 +235,10 @@ final class RelayAPI: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         guard let answer else {
-            return Self.json(PullAnswer(cursor: after, more: false, segments: []))
+            // Nothing after the cursor: the latest arrival lets a node tell a relay that went backwards
+            // (a cursor past it) from one where nothing happened.
+            return Self.json(
+                PullAnswer(cursor: after, more: false, segments: [], relay: storage.identity, latest: try storage.latestArrival(account: account)))
         }
         metrics.add("relay_pulled_segments_total", Double(answer.count))
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
@@ -259,7 +262,8 @@ final class RelayAPI: Sendable {
                 PulledSegment(
                     arrival: $0.arrival, node: $0.node.rawValue, first: $0.firstSequence, last: $0.lastSequence, size: $0.bytes.count,
                     data: Data($0.bytes).base64EncodedString())
-            })
+            },
+            relay: storage.identity, latest: max(page.cursor, latest ?? 0))
         let body = ByteBuffer(bytes: (try? encoder.encode(answer)) ?? Data())
         if let latest {
             pages.withLock { cache in
@@ -402,6 +406,16 @@ struct PullAnswer: Codable {
     var cursor: UInt64
     var more: Bool
     var segments: [PulledSegment]
+    /// Which history the cursor counts in: a node holding a cursor of another identity or epoch pulls
+    /// again from 0.
+    var relay: RelayIdentity
+    /// The account's latest arrival (at least `cursor`).
+    var latest: UInt64
+}
+
+struct HealthAnswer: Codable {
+    var status: String
+    var relay: RelayIdentity
 }
 
 struct NodesAnswer: Codable {

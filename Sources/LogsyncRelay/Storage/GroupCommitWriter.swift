@@ -16,6 +16,8 @@ final class GroupCommitWriter: @unchecked Sendable {
     private var stopping = false
     private var running = true
     private let maximumQueued: Int
+    /// Told the count after each commit (``RelayEpoch``): the note of what this relay acknowledged.
+    private let served: ServedNote?
 
     static let maximumBatch = 1_024
     static let maximumBatchBytes = 64 << 20
@@ -41,9 +43,10 @@ final class GroupCommitWriter: @unchecked Sendable {
         var fail: (RelayError) -> Void
     }
 
-    init(connection: Connection, maximumQueued: Int) {
+    init(connection: Connection, maximumQueued: Int, served: ServedNote? = nil) {
         self.connection = connection
         self.maximumQueued = maximumQueued
+        self.served = served
         let thread = Thread { [self] in run() }
         thread.name = "relay-writer"
         thread.start()
@@ -169,8 +172,12 @@ final class GroupCommitWriter: @unchecked Sendable {
                 answers.append(answer)
             }
             try tally.write(connection)
+            var commits: Int64?
+            if served != nil { commits = try RelayEpoch.countCommit(connection) }
             FaultPoints.beforeCommit()
             try connection.execute("COMMIT", [])
+            // Noted before anything is acknowledged: what a node was told is stored, the note counts.
+            if let commits { served?.record(commits: commits) }
             return { for answer in answers { answer() } }
         } catch {
             try? connection.execute("ROLLBACK")

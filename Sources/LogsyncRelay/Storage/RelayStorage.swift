@@ -92,6 +92,9 @@ public protocol MailboxStorage: Sendable {
 
     /// Whether the storage can serve requests now (for the readiness route).
     func isReady() -> Bool
+
+    /// Which history the mailboxes hold: the database's id and epoch, carried by every pull answer.
+    var identity: RelayIdentity { get }
 }
 
 /// Who a token speaks for.

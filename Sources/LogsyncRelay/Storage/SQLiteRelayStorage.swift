@@ -31,8 +31,9 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     static func credentialsMarker(_ path: String) -> String { path + "-credentials" }
 
     /// The schema, created on first open. `user_version` says which version a file has.
-    /// Version 2 added progress records and baselines (bounded growth): only new tables.
-    static let schemaVersion: Int64 = 2
+    /// Version 2 added progress records and baselines (bounded growth), version 3 the relay's identity
+    /// (`relay_meta`, ``RelayEpoch``): only new tables.
+    static let schemaVersion: Int64 = 3
     static let schema = """
         CREATE TABLE IF NOT EXISTS accounts(
             name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, quota_bytes INTEGER,
@@ -54,14 +55,39 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
         CREATE TABLE IF NOT EXISTS baselines(
             account TEXT NOT NULL, node TEXT NOT NULL, name TEXT NOT NULL, blob INTEGER NOT NULL, chunks INTEGER NOT NULL, digest BLOB NOT NULL,
             size INTEGER NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY(account, node, name)) STRICT;
-        """
+        """ + RelayEpoch.table
+
+    /// Which history this database holds (docs/relay-protocol.md, "Identity and epoch"): every pull
+    /// answer carries it.
+    public let identity: RelayIdentity
+    /// Why this start changed the epoch (a serving relay whose database may hold less than it
+    /// acknowledged), or nil.
+    public let epochChange: String?
+    /// What serving relays committed, beside the database (nil for the administration commands).
+    private let served: ServedNote?
 
     /// Opens (creating when needed) the storage at `path`. `serving` starts the group-commit writer and
     /// the reader pool a server needs; the administration commands open it without.
-    public init(path: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
+    ///
+    /// `path` is resolved first (links, `..`): `serve` and the administration commands then name the
+    /// same file and the same credentials marker beside it, whichever path each was given.
+    public init(path given: String, serving: Bool = true, readerCount: Int = 4, maximumQueuedPushes: Int = 4_096) throws(RelayError) {
+        let path = DurableFiles.resolvingLinks(given)
         self.path = path
         credentialsMarker = Self.credentialsMarker(path)
+        var identity = RelayIdentity(id: "", epoch: 0)
+        var change: String?
+        var commits: Int64 = 0
         do {
+            // What the serving relays last committed, read before the database is: nil when there is no note.
+            var note: [UInt8]?
+            if serving {
+                do {
+                    if case .bytes(let bytes) = try Directory.readFile(atPath: RelayEpoch.notePath(path), maximumBytes: 4_096) { note = bytes } else { note = [] }
+                } catch {
+                    note = error.errno == ENOENT ? nil : []
+                }
+            }
             let admin = try Connection(path: path)
             try Self.configure(admin)
             try admin.execute("BEGIN IMMEDIATE")
@@ -74,6 +100,10 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
                 }
                 try admin.execute(Self.schema)
                 try admin.execute("PRAGMA user_version = \(Self.schemaVersion)")
+                let found = try RelayEpoch.identity(admin)
+                commits = found.commits
+                (identity, change) = (found.identity, nil)
+                if serving { (identity, change) = try RelayEpoch.check(admin, found.identity, commits: commits, note: note, database: path) }
                 // Uploads of baselines that were in flight when the last server stopped will never finish.
                 // Only a server clears them: the administration commands run beside a serving relay.
                 if serving {
@@ -86,6 +116,8 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
                 throw error
             }
             self.admin = Reader(admin)
+            self.identity = identity
+            epochChange = change
             var readers: [Reader] = []
             for _ in 0..<(serving ? max(1, readerCount) : 1) {
                 let reader = try Connection(path: path, options: [.readWrite])
@@ -96,10 +128,13 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
             self.readers = readers
             if serving {
                 try ChangeMarker.create(Self.credentialsMarker(path))
+                let served = try ServedNote(database: path, identity: identity, commits: commits)
+                self.served = served
                 let connection = try Connection(path: path, options: [.readWrite])
                 try Self.configure(connection)
-                writer = GroupCommitWriter(connection: connection, maximumQueued: maximumQueuedPushes)
+                writer = GroupCommitWriter(connection: connection, maximumQueued: maximumQueuedPushes, served: served)
             } else {
+                served = nil
                 writer = nil
             }
         } catch let error as RelayError {
@@ -118,8 +153,12 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
         try connection.execute("PRAGMA synchronous = FULL")
     }
 
-    /// Stops the writer after what is queued; later pushes fail with 503.
-    public func close() { writer?.stop() }
+    /// Stops the writer after what is queued (later pushes fail with 503), and makes the note of what
+    /// it committed durable.
+    public func close() {
+        writer?.stop()
+        served?.sync()
+    }
 
     var writerStatistics: GroupCommitWriter.Statistics? { writer?.currentStatistics }
 

@@ -115,13 +115,14 @@ extension Store {
         }
     }
 
-    /// Records that a segment is durably published; its bytes are dropped from the outbox. The published
-    /// mark (`published_seq` in `_ls_meta`) moves up to it when nothing before it waits: every outbox
-    /// segment that starts below the mark is published.
+    /// Records that a segment is durably published. Its bytes stay in the outbox until pruning deletes the
+    /// segment: a carrier that loses it (a relay restored from a backup) gets it again
+    /// (``markRetainedUnpublished()``). The published mark (`published_seq` in `_ls_meta`) moves up to it
+    /// when nothing before it waits: every outbox segment that starts below the mark is published.
     package func markPublished(firstSequence: UInt64) throws {
         _ = try perform(marker: Marker()) { tx in
             let first = DatabaseValue.integer(Int64(firstSequence))
-            try tx.execute("UPDATE _ls_outbox SET shipped = 1, bytes = X'' WHERE first_seq = ?", [first])
+            try tx.execute("UPDATE _ls_outbox SET shipped = 1 WHERE first_seq = ?", [first])
             try tx.execute("INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('published_seq', 0)")
             try tx.execute(
                 """
