@@ -39,7 +39,7 @@ extension SyncEngine {
     /// Each batch writes again every page of the primary-key index it touched, which with random keys is
     /// nearly a page per row, so a rebuild runs fastest in few large batches: 1M changes took 26.5 s of CPU
     /// in batches cut at 100 ms, 12.5 s in batches of 50,000 and 8.5–8.8 s of wall time in batches of
-    /// 250,000 (`docs/BENCHMARKS.md`, rebuild). Memory does not grow with the batch (a batch keeps only
+    /// 250,000 (`docs/BENCHMARKS-history.md`, rebuild). Memory does not grow with the batch (a batch keeps only
     /// the headers of the segments it applied), its journal on disk does: a store being built has a
     /// rollback journal (``StoreOptions/rebuilding``), which holds the pages the batch changed that
     /// existed before it; in a store with a WAL, about 0.4 GB for 250,000 changes of the benchmark's rows,

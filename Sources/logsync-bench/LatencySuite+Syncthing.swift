@@ -86,6 +86,8 @@ extension LatencySuite {
             let watcher = watched.map(\.context)
             Report.emit(metric("syncthing_watcher_p50_ms", Stats.percentile(watcher, 50), unit: "ms", goal: nil, .lower))
             Report.emit(metric("syncthing_watcher_p99_ms", Stats.percentile(watcher, 99), unit: "ms", goal: nil, .lower))
+            emitDistribution("syncthing", context)
+            emitDistribution("syncthing_watcher", watcher)
         }
     }
 }

@@ -118,6 +118,7 @@ struct LatencySuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("\(prefix)_p99_ms", Stats.percentile(values, 99), unit: "ms", goal: 15, .lower))
             Report.emit(metric("\(prefix)_mean_ms", values.reduce(0, +) / Double(values.count), unit: "ms", goal: nil, .lower))
             Report.emit(metric("\(prefix)_max_ms", values.max()!, unit: "ms", goal: nil, .lower))
+            emitDistribution(prefix, values)
         }
         Report.emit(Metric(
             suite: Self.suite, metric: "samples", value: Double(latencies.count), unit: "samples", goal: nil,

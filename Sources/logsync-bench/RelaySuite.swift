@@ -78,6 +78,8 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("relay_p99_ms", Stats.percentile(throughRelay, 99), unit: "ms", goal: 50, .lower))
             Report.emit(metric("folder_p50_ms", Stats.percentile(throughFolder, 50), unit: "ms", goal: 5, .lower))
             Report.emit(metric("folder_p99_ms", Stats.percentile(throughFolder, 99), unit: "ms", goal: 15, .lower))
+            emitDistribution("relay", throughRelay)
+            emitDistribution("folder", throughFolder)
         }
     }
 

@@ -146,4 +146,16 @@ extension BenchmarkSuite {
     func metric(_ name: String, _ value: Double, unit: String, goal: Double?, _ better: Better, decimals: Int = 2) -> Metric {
         Metric(suite: Self.suite, metric: name, value: value, unit: unit, goal: goal, better: better, decimals: decimals)
     }
+
+    /// The distribution of latencies `values` (ms) as `PREFIX_qNN_ms` lines at the quantiles
+    /// ``distributionQuantiles``, without goals: what `scripts/bench-charts.py` draws. The goals stay on
+    /// the suite's own p50 and p99 lines.
+    func emitDistribution(_ prefix: String, _ values: [Double]) {
+        guard !values.isEmpty else { return }
+        for quantile in Self.distributionQuantiles {
+            Report.emit(metric("\(prefix)_q\(quantile)_ms", Stats.percentile(values, Double(quantile)), unit: "ms", goal: nil, .lower))
+        }
+    }
+
+    static var distributionQuantiles: [Int] { [1, 5, 10, 25, 50, 75, 90, 95, 99] }
 }

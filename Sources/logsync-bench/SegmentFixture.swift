@@ -120,7 +120,7 @@ enum SegmentFixture {
     /// row-state insert into `_ls_live` by the row's rowid (a blob of `stateBytes`, the import's average);
     /// per remote transaction, the look for any state of `Note` in `_ls_row` (and per row, the look for the
     /// row's, if there are), a history row with the inserts' keys, and a marker. This is as fast as the
-    /// import can get while it stores what it stores now (`docs/BENCHMARKS.md`).
+    /// import can get while it stores what it stores now (`docs/BENCHMARKS-history.md`).
     static func importSQLAlone(_ rows: ArraySlice<NoteRow>, stateBytes: Int, at path: String) throws -> Double {
         do { _ = try Store(path: path, schema: NoteFixture.schema) }
         let db = try PlainDatabase(path: path)

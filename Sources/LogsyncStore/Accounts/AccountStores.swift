@@ -191,7 +191,7 @@ extension StoreOptions {
     /// How syncd opens the stores it syncs: without a memory map. An import or a baseline load reads the
     /// pages it changes; through a map they stay resident and count in the daemon's memory, up to the whole
     /// map (256 MiB by default): a new node loading a 1M-row baseline peaked at 472 MB with the map and
-    /// 105 MB without, in the same time (`docs/BENCHMARKS.md`, bootstrap). The page cache stays bounded
+    /// 105 MB without, in the same time (`docs/BENCHMARKS-history.md`, bootstrap). The page cache stays bounded
     /// by ``cacheKibibytes``. Apps keep the map (the default options): it speeds their reads.
     /// syncd creates the active store when it is missing (the first start, or a store moved aside to be
     /// rebuilt from the logs): the one place besides a build where a store is made on a path an account
@@ -206,7 +206,7 @@ extension StoreOptions {
     /// without a memory map, as syncd opens every store (``syncing``), and with a rollback journal
     /// (``Journal/rollback``): no one else opens it until it is swapped in, so nothing needs a WAL's
     /// concurrent readers, and each page is written once instead of twice. A 1M-change rebuild used
-    /// about a tenth less CPU (`docs/BENCHMARKS.md`, rebuild). ``Store/finishBuilding()`` switches it to
+    /// about a tenth less CPU (`docs/BENCHMARKS-history.md`, rebuild). ``Store/finishBuilding()`` switches it to
     /// WAL at the end.
     ///
     /// Its page cache is 64 MiB instead of 32: a build inserts rows with random keys, and the key index

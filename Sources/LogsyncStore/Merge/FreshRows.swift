@@ -8,7 +8,7 @@ import Synchronization
 /// A store's first imports (a new node, an account's store being built) are almost all such inserts;
 /// building their states, looking their values up by column name and encoding the states was about a
 /// fifth of a rebuild's time on the writer's thread. Prepared on the prefetching thread, a 1M-change
-/// rebuild took 7.1–10.3 s against 7.5–11.5 s in alternating runs (`docs/BENCHMARKS.md`, rebuild). A
+/// rebuild took 7.1–10.3 s against 7.5–11.5 s in alternating runs (`docs/BENCHMARKS-history.md`, rebuild). A
 /// baseline load does not prepare its rows: its decoding thread already inflates and parses them, and
 /// preparing them there too made loads slower (`docs/decisions.md`).
 ///

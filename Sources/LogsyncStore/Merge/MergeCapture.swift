@@ -4,7 +4,7 @@ import LogsyncCore
 ///
 /// Every write to a synced table fires logsync's capture triggers. For an import that is the largest
 /// cost SQLite adds per row: a trigger program to set up and tear down, and a statement journal because a
-/// trigger might fail halfway (`docs/BENCHMARKS.md`, replay). So, while it applies remote transactions,
+/// trigger might fail halfway (`docs/BENCHMARKS-history.md`, replay). So, while it applies remote transactions,
 /// the merge turns the writer connection's triggers off and writes what they would have written itself:
 /// ``MergeWriter`` records each update and delete in `_ls_log` as the capture triggers do, and a delete
 /// moves the row's live state to `_ls_row` as the delete trigger does. Inserts, most of what an import

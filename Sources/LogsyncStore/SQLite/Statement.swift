@@ -9,7 +9,7 @@ package final class Statement {
 
     /// Per parameter, a buffer this statement owns and SQLite reads bound text and blobs from
     /// (`SQLITE_STATIC`). SQLite's own copy (`SQLITE_TRANSIENT`) allocates and frees memory for every bind;
-    /// for the merge's per-row statements that was a tenth of an import (`docs/BENCHMARKS.md`). A buffer
+    /// for the merge's per-row statements that was a tenth of an import (`docs/BENCHMARKS-history.md`). A buffer
     /// is overwritten only when its parameter is bound again, and freed after the statement is finalized.
     private var lent: [UnsafeMutableRawBufferPointer] = []
     /// Bytes larger than this are copied by SQLite instead, so that a statement kept in a cache does not

@@ -115,7 +115,7 @@ enum SchemaSQL {
     /// `_ls_live` holds the states of rows an import inserted and nothing has changed since (most rows a
     /// node ever receives), keyed by the rowid of the row in its synced table. The table's own primary-key
     /// index finds them: storing such a state appends to `_ls_live` instead of adding a second random
-    /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS.md`, replay). A live
+    /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS-history.md`, replay). A live
     /// state also records its key, and counts only while the row at that rowid has that key.
     ///
     /// `_ls_row` holds every other state (deleted, hidden, updated, or written locally), found by
@@ -343,7 +343,7 @@ enum SchemaSQL {
     /// - A note left by a statement that did not replace (an ignored insert, an upsert) is harmless: the row
     ///   it names still exists, or its delete removed the note; sync transactions clear them all.
     ///
-    /// Two things keep their cost off the write path (`docs/BENCHMARKS.md`, capture). SQLite sets up a
+    /// Two things keep their cost off the write path (`docs/BENCHMARKS-history.md`, capture). SQLite sets up a
     /// trigger's whole program for every row it fires on, even when its `WHEN` is false, so each per-row
     /// trigger only inserts one row into a view of the entity's own (`_ls_v<id>`), whose `INSTEAD OF`
     /// trigger does the work. And their `WHEN` starts with `NEW.<key> IS NOT NULL`, which logsync's own

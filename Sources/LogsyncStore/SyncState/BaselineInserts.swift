@@ -9,7 +9,7 @@ import LogsyncCore
 /// written by nodes whose `_ls_node` index the writer has published. Merging one as a ``BaselineRow``
 /// built a state, looked its registers up by name, encoded them and copied it twice, and each row's
 /// strings and arrays, made on the decoding thread, were retained, released and freed on the loader's:
-/// that was most of a load's time on the loader's thread (`docs/BENCHMARKS.md`, bootstrap). Prepared
+/// that was most of a load's time on the loader's thread (`docs/BENCHMARKS-history.md`, bootstrap). Prepared
 /// rows are bytes: nothing per row crosses between the threads but a range.
 ///
 /// What the loader writes for a prepared row is what the merge writes for the same ``BaselineRow``
@@ -34,7 +34,7 @@ struct BaselineInserts {
     /// How many prepared rows the loader writes with one statement by default, when it can
     /// (``MergeWriter/insertPreparedRun(_:of:nodes:)``). In alternating 1M-row bootstraps, 32 was faster
     /// than 8 in 4 of 4 pairs (2.15–2.24 s against 2.32–2.39 s), and 96 no faster than 32
-    /// (`docs/BENCHMARKS.md`, bootstrap).
+    /// (`docs/BENCHMARKS-history.md`, bootstrap).
     static let runLength = 32
 
     var bytes: [UInt8] = []

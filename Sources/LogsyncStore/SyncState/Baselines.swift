@@ -367,9 +367,9 @@ extension Store {
     /// cache. A baseline's keys arrive in order, so small batches do not write index pages again as an
     /// import's random keys would. A 1M-row load in a rebuild's batches of 250,000 rows made 361,600
     /// `pwrite` and 205,700 `pread` calls; bounded by bytes, 284,000 and 125,100, and it was faster in 6
-    /// of 7 alternating runs, by 8 % on average (`docs/BENCHMARKS.md`, bootstrap). A rollback journal
+    /// of 7 alternating runs, by 8 % on average (`docs/BENCHMARKS-history.md`, bootstrap). A rollback journal
     /// has no such rereading, and its commits each sync twice, so a store being built keeps the caller's
-    /// batches (measured in `docs/BENCHMARKS.md`, bootstrap).
+    /// batches (measured in `docs/BENCHMARKS-history.md`, bootstrap).
     package static let baselineBatchBytes: UInt64 = 2 << 20
 
     /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
@@ -501,7 +501,7 @@ extension Store {
 final class BaselineRowsAhead {
     /// Rows per chunk by default: two chunks (the one merged, the one decoded) are in memory at a time.
     /// Each chunk is one hand-over to the decoding thread and one wait for it: with 1,024 rows a load of
-    /// 1M rows took 28 % longer on average on a 2-core VM (8 ABBA pairs, docs/BENCHMARKS.md); 32,768 was
+    /// 1M rows took 28 % longer on average on a 2-core VM (8 ABBA pairs, docs/BENCHMARKS-history.md); 32,768 was
     /// no faster than 8,192 and held 30 MB more.
     static let chunkRows = 8_192
     /// A chunk also ends once its rows took this many bytes in the baseline, by default: rows may hold
