@@ -41,7 +41,7 @@ for product in syncd syncctl logsync notes; do
     swift build --product "$product" 2>&1 | awk '
         /error:|warning: unre/ { print; next }
         /^\[[0-9]+\/[0-9]+\]/ { if (++steps % 100 == 0) { print "  " $1 " steps done"; fflush() } }
-        /Build complete/ { print "  " $0 }'
+        /complete!/ { print "  " $0 }'
 done
 
 if running; then
