@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncControl
+import LogsyncCore
 import LogsyncDaemon
 import LogsyncTestKit
 import Testing
@@ -42,7 +43,7 @@ struct ConfigurationTests {
         ("[sync]\naccount = \"a\"\naccount = \"b\"\n", 3, "set twice (first on line 2)"),
         ("[sync\n", 1, "closing ']'"),
         ("[sync]\naccount = unquoted\n", 2, "is not a value"),
-        ("[sync]\nbatch_changes = 0\n", 2, "must be between 1 and"),
+        ("[sync]\nbatch_changes = 0\n", 2, "must be an integer between 1 and"),
         ("[control]\nsocket = \"/tmp/\(String(repeating: "x", count: 120))\"\n", 2, "Unix sockets allow 107"),
         ("[sync]\naccount = \"../../etc\"\n", 2, "'sync.account' has characters other than letters, digits"),
         ("[sync]\naccount = \"..\"\n", 2, "'sync.account' starts with '.' (it would name another folder)"),
@@ -239,5 +240,46 @@ struct ConfigurationTests {
                 #expect(unquoted(shown) == unquoted(key.defaultValue), "[\(key.table)] \(key.name) = \(key.defaultValue) in config/syncd.toml, not \(shown)")
             }
         }
+    }
+
+    @Test("every key of syncd.toml is either applied by a reload or reported as needing a restart, as its entry in the key table says")
+    func everyKeyReloadsOrNeedsRestart() throws {
+        let directory = try TemporaryDirectory("cfg-reload")
+        // Files the keys' example values name, and the tables some keys need beside them.
+        for name in ["token", "relay-token", "ca.pem", "syncthing.key", "st.key"] { try directory.write(name, "abc123\n") }
+        try directory.write("schema.json", Schema.notes.json)
+        try FileManager.default.createDirectory(atPath: directory.file("elsewhere"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.file("shared"), withIntermediateDirectories: true)
+        let bases = [
+            "relay": "[relay]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"relay-token\"\n",
+            "syncthing": "[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key_file = \"st.key\"\n",
+        ]
+        var applied = 0, restart = 0
+        for key in DaemonConfiguration.allKeys {
+            let base = bases[key.table] ?? "[sync]\nshared_folder = \"shared\"\n"
+            let old = try load(base, in: directory)
+            // The key set to its example: its line in the base replaced, or added under its table.
+            var lines = base.split(separator: "\n").map(String.init)
+            if let index = lines.firstIndex(where: { $0.hasPrefix("\(key.name) = ") }), lines.contains("[\(key.table)]") {
+                lines[index] = "\(key.name) = \(key.example)"
+            } else if let header = lines.firstIndex(of: "[\(key.table)]") {
+                lines.insert("\(key.name) = \(key.example)", at: header + 1)
+            } else {
+                lines += ["[\(key.table)]", "\(key.name) = \(key.example)"]
+            }
+            let new = try load(lines.joined(separator: "\n") + "\n", in: directory)
+            #expect(key.differs(old, new), "\(key.fullName) = \(key.example) changes the configuration")
+            let (result, needsRestart) = DaemonConfiguration.reloaded(from: old, to: new)
+            switch key.reload {
+            case .applies:
+                applied += 1
+                #expect(!key.differs(result, new) && !needsRestart.contains(key.fullName), "a reload applies \(key.fullName): \(needsRestart)")
+            case .needsRestart:
+                restart += 1
+                #expect(needsRestart.contains(key.fullName) && !key.differs(result, old), "a reload reports \(key.fullName) as needing a restart: \(needsRestart)")
+            }
+            #expect(Set(needsRestart).isSubset(of: [key.fullName]), "changing \(key.fullName) alone touches no other key: \(needsRestart)")
+        }
+        #expect(applied + restart == DaemonConfiguration.allKeys.count && applied > 0 && restart > 0)
     }
 }

@@ -3,7 +3,8 @@ import LogsyncCore
 import LogsyncPlatform
 
 /// Everything `syncd` needs to run, from its configuration file or from the embedded defaults.
-/// Every key is listed in ``DaemonConfiguration/keys`` and documented in `config/syncd.toml`.
+/// Every key is described once, in ``DaemonConfiguration/keys`` (`DaemonKeys.swift`): its type, default,
+/// meaning, reader and what a reload does with it; `config/syncd.toml` documents the same keys.
 public struct DaemonConfiguration: Sendable {
     public var storePath: String
     /// A JSON schema to register (create or migrate the store). Without it the store must exist and its
@@ -25,62 +26,39 @@ public struct DaemonConfiguration: Sendable {
     /// The relay to sync through instead of the shared folder (`[relay]`, RelayConfiguration.swift).
     public var relay: RelayConnection? = nil
     /// `[retention]`: progress records, baselines and pruning (docs/retention.md).
-    public var retentionEnabled = true
-    public var silentNodeAfterSeconds = 30 * 86_400
-    public var baselineAfterTransactions = 10_000
-    public var progressIntervalMilliseconds = 60_000
-    public var pruneIntervalMilliseconds = 600_000
+    public var retentionEnabled: Bool
+    public var silentNodeAfterSeconds: Int
+    public var baselineAfterTransactions: Int
+    public var progressIntervalMilliseconds: Int
+    public var pruneIntervalMilliseconds: Int
     /// The Syncthing instance carrying the shared folder, asked to scan after each publish (`[syncthing]`,
     /// SyncthingConfiguration.swift).
     public var syncthing: SyncthingConnection? = nil
     /// Where syncd serves its metrics for Prometheus (`[metrics] listen`); nil: it does not.
-    public var metricsListen: LoopbackListener.Address? = nil
+    public var metricsListen: LoopbackListener.Address?
 
-    /// A documented configuration key with its type and default.
-    public struct Key: Sendable {
-        public let table: String
-        public let name: String
-        public let type: String
-        public let defaultValue: String
-        public let meaning: String
+    /// The embedded defaults, with paths under `paths`: each key's default is written once, in its entry
+    /// of ``keys`` (which `config/syncd.toml` documents, and a test checks).
+    init(paths: DaemonPaths) {
+        storePath = Self.storePathKey.initial(paths)
+        schemaPath = Self.schemaKey.initial(paths)
+        account = Self.accountKey.initial(paths)
+        sharedFolder = Self.sharedFolderKey.initial(paths)
+        rescanIntervalMilliseconds = Self.rescanIntervalKey.initial(paths)
+        segmentChanges = Self.segmentChangesKey.initial(paths)
+        batchChanges = Self.batchChangesKey.initial(paths)
+        batchMilliseconds = Self.batchMillisecondsKey.initial(paths)
+        maximumBackoffMilliseconds = Self.maximumBackoffKey.initial(paths)
+        retentionEnabled = Self.retentionEnabledKey.initial(paths)
+        silentNodeAfterSeconds = Self.silentNodeKey.initial(paths)
+        baselineAfterTransactions = Self.baselineAfterKey.initial(paths)
+        progressIntervalMilliseconds = Self.progressIntervalKey.initial(paths)
+        pruneIntervalMilliseconds = Self.pruneIntervalKey.initial(paths)
+        socketPath = Self.socketKey.initial(paths)
+        metricsListen = Self.metricsListenKey.initial(paths)
+        logLevel = Self.logLevelKey.initial(paths)
+        source = "embedded defaults"
     }
-
-    public static let keys: [Key] = [
-        Key(table: "store", name: "path", type: "string", defaultValue: "<state>/store.sqlite",
-            meaning: "the SQLite store this daemon syncs"),
-        Key(table: "store", name: "schema", type: "string", defaultValue: "(none)",
-            meaning: "a JSON schema to register; without it the store's registered schema is used (a new store gets the embedded notes schema)"),
-        Key(table: "sync", name: "account", type: "string", defaultValue: "\"default\"",
-            meaning: "whose logs to exchange; a folder of that name holds them under the shared folder (1 to 128 ASCII letters, digits, '-', '_', '.'; not starting with '.')"),
-        Key(table: "sync", name: "shared_folder", type: "string", defaultValue: "<state>/shared",
-            meaning: "the folder all nodes share (local, NFS, Syncthing); must exist when set"),
-        Key(table: "sync", name: "rescan_interval_ms", type: "integer", defaultValue: "30000",
-            meaning: "rescan the shared folder at least this often (inotify does not see other hosts' writes on NFS or synced folders)"),
-        Key(table: "sync", name: "segment_changes", type: "integer", defaultValue: "2000",
-            meaning: "at most this many changes per exported segment"),
-        Key(table: "sync", name: "batch_changes", type: "integer", defaultValue: String(ImportBatching().maximumChanges),
-            meaning: "imports apply at most this many changes per SQLite transaction (whole transactions only); a batch also ends as soon as a local writer announces itself"),
-        Key(table: "sync", name: "batch_ms", type: "integer", defaultValue: String(ImportBatching().maximumMilliseconds),
-            meaning: "imports commit at least this often, for writers that cannot announce themselves (the sqlite3 shell, other SQLite programs)"),
-        Key(table: "sync", name: "max_backoff_ms", type: "integer", defaultValue: "60000",
-            meaning: "after failures, retry with exponential backoff up to this delay"),
-        Key(table: "retention", name: "enabled", type: "boolean", defaultValue: "true",
-            meaning: "publish progress records, write baselines, prune this node's old segments and bootstrap from baselines (docs/retention.md); false keeps everything"),
-        Key(table: "retention", name: "silent_node_after_s", type: "integer", defaultValue: "2592000",
-            meaning: "a node whose progress record is older than this (30 days) stops holding pruning back; when it returns it catches up from a baseline"),
-        Key(table: "retention", name: "baseline_after_transactions", type: "integer", defaultValue: "10000",
-            meaning: "write a new baseline once the store includes this many transactions more than this node's newest baseline"),
-        Key(table: "retention", name: "progress_interval_ms", type: "integer", defaultValue: "60000",
-            meaning: "publish this node's progress record at least this often (and at most once a second when it changes)"),
-        Key(table: "retention", name: "prune_interval_ms", type: "integer", defaultValue: "600000",
-            meaning: "prune this node's segments, older baselines and purged history this often (syncctl prune does it now)"),
-        Key(table: "control", name: "socket", type: "string", defaultValue: "<runtime>/syncd.sock",
-            meaning: "the control socket syncctl talks to (owner-only, in a folder only syncd's user can write)"),
-        Key(table: "metrics", name: "listen", type: "string", defaultValue: "(none)",
-            meaning: "HOST:PORT on a loopback address (127.0.0.1:9469, [::1]:9469) where syncd serves GET /metrics in Prometheus's text format; unset, it serves none (a change needs a restart)"),
-        Key(table: "log", name: "level", type: "string", defaultValue: "\"info\"",
-            meaning: "the least severe entries logged: trace, debug, info, notice, warning, error or critical (syncd --log-level overrides it; a reload applies it)"),
-    ]
 
     /// The names `[log] level` takes, least severe first (swift-log's levels).
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -92,11 +70,7 @@ public struct DaemonConfiguration: Sendable {
     /// embedded defaults. Relative paths in a file are relative to the file's folder.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> DaemonConfiguration {
         let paths = DaemonPaths(environment: environment)
-        var configuration = DaemonConfiguration(
-            storePath: paths.state + "/store.sqlite", schemaPath: nil, account: "default", sharedFolder: paths.state + "/shared",
-            rescanIntervalMilliseconds: 30_000, segmentChanges: 2_000, batchChanges: ImportBatching().maximumChanges,
-            batchMilliseconds: ImportBatching().maximumMilliseconds, maximumBackoffMilliseconds: 60_000,
-            socketPath: paths.runtime + "/syncd.sock", logLevel: "info", source: "embedded defaults")
+        var configuration = DaemonConfiguration(paths: paths)
         let chosen = file ?? paths.defaultConfigFiles.first { FileManager.default.fileExists(atPath: $0) }
         guard let chosen else {
             try configuration.validateSocket(file: configuration.source, line: 0)
@@ -124,83 +98,25 @@ public struct DaemonConfiguration: Sendable {
         return configuration
     }
 
-    /// Applies the keys outside `[relay]` and `[syncthing]`; the line of `shared_folder`, if the file sets it.
+    /// Applies the keys outside `[relay]` and `[syncthing]` (``keys``); the line of `shared_folder`, if the
+    /// file sets it.
     private mutating func apply(_ document: ConfigFile, directory: String) throws(ConfigError) -> Int? {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         var sharedFolderLine: Int?
         var socketLine = 0
         for entry in document.entries where entry.table != "relay" && entry.table != "syncthing" {
-            let file = document.path
-            guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }) else {
+            guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }), let read = key.read else {
                 let known = Self.keys.filter { $0.table == entry.table }.map(\.name)
                 let hint = known.isEmpty
-                    ? "known tables: \(Set((Self.keys + Self.relayKeys + Self.syncthingKeys).map(\.table)).sorted().joined(separator: ", "))"
+                    ? "known tables: \(Set(Self.allKeys.map(\.table)).sorted().joined(separator: ", "))"
                     : "known keys in [\(entry.table)]: \(known.joined(separator: ", "))"
-                throw ConfigError(file: file, line: entry.line, "unknown key '\((entry.table.isEmpty ? entry.key : entry.table + "." + entry.key).excerpt())' (\(hint))")
+                throw ConfigError(
+                    file: document.path, line: entry.line,
+                    "unknown key '\((entry.table.isEmpty ? entry.key : entry.table + "." + entry.key).excerpt())' (\(hint))")
             }
-            func string() throws(ConfigError) -> String {
-                guard case .string(let value) = entry.value else {
-                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be a string, found \(entry.value.typeName) (\(entry.value))")
-                }
-                guard !value.isEmpty else { throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must not be empty") }
-                return value
-            }
-            func positive() throws(ConfigError) -> Int {
-                guard case .integer(let value) = entry.value else {
-                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be an integer, found \(entry.value.typeName) (\(entry.value))")
-                }
-                guard value > 0, value <= Int64(Int32.max) else {
-                    throw ConfigError(file: file, line: entry.line, "'\(entry.table).\(entry.key)' must be between 1 and \(Int32.max), got \(value)")
-                }
-                return Int(value)
-            }
-            switch (key.table, key.name) {
-            case ("store", "path"): storePath = resolve(try string())
-            case ("store", "schema"):
-                let path = resolve(try string())
-                guard FileManager.default.fileExists(atPath: path) else {
-                    throw ConfigError(file: file, line: entry.line, "schema file \(path.excerpt(200)) does not exist")
-                }
-                schemaPath = path
-            case ("sync", "account"):
-                let value = try string()
-                if let problem = AccountName.problem(value) {
-                    throw ConfigError(file: file, line: entry.line, "'sync.account' \(problem): \"\(value.excerpt())\"")
-                }
-                account = value
-            case ("sync", "shared_folder"):
-                sharedFolder = resolve(try string())
-                sharedFolderLine = entry.line
-            case ("sync", "rescan_interval_ms"): rescanIntervalMilliseconds = try positive()
-            case ("sync", "segment_changes"): segmentChanges = try positive()
-            case ("sync", "batch_changes"): batchChanges = try positive()
-            case ("sync", "batch_ms"): batchMilliseconds = try positive()
-            case ("sync", "max_backoff_ms"): maximumBackoffMilliseconds = try positive()
-            case ("retention", "enabled"):
-                guard case .boolean(let value) = entry.value else {
-                    throw ConfigError(file: file, line: entry.line, "'retention.enabled' must be true or false, found \(entry.value.typeName) (\(entry.value))")
-                }
-                retentionEnabled = value
-            case ("retention", "silent_node_after_s"): silentNodeAfterSeconds = try positive()
-            case ("retention", "baseline_after_transactions"): baselineAfterTransactions = try positive()
-            case ("retention", "progress_interval_ms"): progressIntervalMilliseconds = try positive()
-            case ("retention", "prune_interval_ms"): pruneIntervalMilliseconds = try positive()
-            case ("control", "socket"):
-                socketPath = resolve(try string())
-                socketLine = entry.line
-            case ("metrics", "listen"):
-                switch LoopbackListener.Address.parse(try string()) {
-                case .success(let address): metricsListen = address
-                case .failure(let problem): throw ConfigError(file: file, line: entry.line, "'metrics.listen': \(problem)")
-                }
-            case ("log", "level"):
-                let value = try string()
-                guard Self.logLevels.contains(value) else {
-                    throw ConfigError(file: file, line: entry.line, "'log.level' must be one of \(Self.logLevels.joined(separator: ", ")), got \"\(value.excerpt())\"")
-                }
-                logLevel = value
-            default: break
-            }
+            try read(&self, TableValue(entry, file: document.path), resolve)
+            if key.fullName == "sync.shared_folder" { sharedFolderLine = entry.line }
+            if key.fullName == "control.socket" { socketLine = entry.line }
         }
         try validateSocket(file: document.path, line: socketLine)
         return sharedFolderLine
@@ -234,6 +150,15 @@ public struct DaemonPaths: Sendable {
     public var state: String
     public var runtime: String
     public var defaultConfigFiles: [String]
+
+    /// The folders as `config/syncd.toml` names them, for showing defaults.
+    static let symbolic = DaemonPaths(state: "<state>", runtime: "<runtime>", defaultConfigFiles: [])
+
+    init(state: String, runtime: String, defaultConfigFiles: [String]) {
+        self.state = state
+        self.runtime = runtime
+        self.defaultConfigFiles = defaultConfigFiles
+    }
 
     public init(environment: [String: String]) {
         func first(_ name: String) -> String? {

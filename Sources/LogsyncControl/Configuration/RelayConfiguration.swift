@@ -36,16 +36,18 @@ public struct RelayConnection: Sendable, Hashable {
 extension DaemonConfiguration {
     /// The `[relay]` keys, documented in config/syncd.toml like the others.
     public static let relayKeys: [Key] = [
-        Key(table: "relay", name: "url", type: "string", defaultValue: "(none)",
-            meaning: "sync through this sync-relay (https://host:port) instead of the shared folder"),
-        Key(table: "relay", name: "token_file", type: "string", defaultValue: "$CREDENTIALS_DIRECTORY/relay-token",
-            meaning: "the file holding this node's relay token (never the token itself in this file); {account} in it stands for the account, for a token per account"),
-        Key(table: "relay", name: "ca_file", type: "string", defaultValue: "(none)",
-            meaning: "PEM certificate authorities to trust for the relay instead of the system's (a self-signed relay)"),
-        Key(table: "relay", name: "connect_timeout_ms", type: "integer", defaultValue: "5000", meaning: "give up connecting after this long"),
-        Key(table: "relay", name: "request_timeout_ms", type: "integer", defaultValue: "30000", meaning: "give up a request after this long"),
-        Key(table: "relay", name: "long_poll_s", type: "integer", defaultValue: "25",
-            meaning: "each long-poll waits this long for other nodes' segments (the relay may shorten it)"),
+        .inTable("relay", "url", \.relay?.url, type: "string", default: "(none)", example: "\"https://relay.example.org\"",
+                 "sync through this sync-relay (https://host:port) instead of the shared folder"),
+        .inTable("relay", "token_file", \.relay?.tokenFile, type: "string", default: "$CREDENTIALS_DIRECTORY/relay-token", example: "\"token\"",
+                 "the file holding this node's relay token (never the token itself in this file); {account} in it stands for the account, for a token per account"),
+        .inTable("relay", "ca_file", \.relay?.caFile, type: "string", default: "(none)", example: "\"ca.pem\"",
+                 "PEM certificate authorities to trust for the relay instead of the system's (a self-signed relay)"),
+        .inTable("relay", "connect_timeout_ms", \.relay?.connectTimeoutMilliseconds, type: "integer", default: "5000", example: "1000",
+                 "give up connecting after this long"),
+        .inTable("relay", "request_timeout_ms", \.relay?.requestTimeoutMilliseconds, type: "integer", default: "30000", example: "1000",
+                 "give up a request after this long"),
+        .inTable("relay", "long_poll_s", \.relay?.longPollSeconds, type: "integer", default: "25", example: "5",
+                 "each long-poll waits this long for other nodes' segments (the relay may shorten it)"),
     ]
 
     /// Reads the `[relay]` entries of `document` into ``relay``; nil when the table sets no `url`.
@@ -102,18 +104,30 @@ struct TableValue {
 
     var name: String { "\(entry.table).\(entry.key)" }
 
+    /// An error at this entry's line.
+    func error(_ message: String) -> ConfigError { ConfigError(file: file, line: entry.line, message) }
+
     func string() throws(ConfigError) -> String {
-        guard case .string(let value) = entry.value, !value.isEmpty else {
-            throw ConfigError(file: file, line: entry.line, "'\(name)' must be a non-empty string")
+        guard case .string(let value) = entry.value else {
+            throw error("'\(name)' must be a string, found \(entry.value.typeName) (\(entry.value))")
         }
+        guard !value.isEmpty else { throw error("'\(name)' must not be empty") }
         return value
     }
 
     func positive() throws(ConfigError) -> Int {
-        guard case .integer(let value) = entry.value, value > 0, value <= Int64(Int32.max) else {
-            throw ConfigError(file: file, line: entry.line, "'\(name)' must be an integer between 1 and \(Int32.max)")
+        guard case .integer(let value) = entry.value else {
+            throw error("'\(name)' must be an integer, found \(entry.value.typeName) (\(entry.value))")
         }
+        guard value > 0, value <= Int64(Int32.max) else { throw error("'\(name)' must be an integer between 1 and \(Int32.max), got \(value)") }
         return Int(value)
+    }
+
+    func boolean() throws(ConfigError) -> Bool {
+        guard case .boolean(let value) = entry.value else {
+            throw error("'\(name)' must be true or false, found \(entry.value.typeName) (\(entry.value))")
+        }
+        return value
     }
 
     /// An `http://` or `https://` address with no credentials or query.

@@ -24,14 +24,14 @@ public struct SyncthingConnection: Sendable, Hashable {
 extension DaemonConfiguration {
     /// The `[syncthing]` keys, documented in config/syncd.toml like the others.
     public static let syncthingKeys: [Key] = [
-        Key(table: "syncthing", name: "url", type: "string", defaultValue: "(none)",
-            meaning: "Syncthing's REST address (its GUI address): after each publish syncd asks it to scan this node's folder"),
-        Key(table: "syncthing", name: "api_key_file", type: "string", defaultValue: "$CREDENTIALS_DIRECTORY/syncthing-api-key",
-            meaning: "the file holding Syncthing's API key (never the key itself in this file)"),
-        Key(table: "syncthing", name: "folder_id", type: "string", defaultValue: "(none)",
-            meaning: "the Syncthing folder that shares the shared folder; without it, the folder whose path holds the shared folder"),
-        Key(table: "syncthing", name: "timeout_ms", type: "integer", defaultValue: "2000",
-            meaning: "give up one request to Syncthing after this long (the sync loop never waits for it)"),
+        .inTable("syncthing", "url", \.syncthing?.url, type: "string", default: "(none)", example: "\"http://127.0.0.1:8385\"",
+                 "Syncthing's REST address (its GUI address): after each publish syncd asks it to scan this node's folder"),
+        .inTable("syncthing", "api_key_file", \.syncthing?.apiKeyFile, type: "string", default: "$CREDENTIALS_DIRECTORY/syncthing-api-key",
+                 example: "\"syncthing.key\"", "the file holding Syncthing's API key (never the key itself in this file)"),
+        .inTable("syncthing", "folder_id", \.syncthing?.folderID, type: "string", default: "(none)", example: "\"abcde-12345\"",
+                 "the Syncthing folder that shares the shared folder; without it, the folder whose path holds the shared folder"),
+        .inTable("syncthing", "timeout_ms", \.syncthing?.timeoutMilliseconds, type: "integer", default: "2000", example: "500",
+                 "give up one request to Syncthing after this long (the sync loop never waits for it)"),
     ]
 
     /// Reads the `[syncthing]` entries of `document`; nil when there is no such table.

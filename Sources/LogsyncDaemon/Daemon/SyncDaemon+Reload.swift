@@ -34,32 +34,19 @@ extension SyncDaemon {
             logger.error("reload failed, still running on the previous configuration: \(error)", metadata: ["message_id": "\(MessageID.reloadFailed)"])
             return ReloadResult(ok: false, message: "reload failed, still running on the previous configuration: \(error)", needsRestart: [])
         }
-        var needsRestart: [String] = []
-        if new.storePath != old.storePath { needsRestart.append("store.path") }
-        if new.schemaPath != old.schemaPath || schemaChanged { needsRestart.append("store.schema") }
-        if new.account != old.account {
-            // Once a switch has happened, the active account is the one syncctl account chose.
-            if !DurableFiles.exists(accounts.stateFile) { needsRestart.append("sync.account") }
+        // Every key a reload applies is taken from the file; every other one that changed needs a restart
+        // (DaemonConfiguration.keys says which is which), except where it does not matter now:
+        var (applied, needsRestart) = DaemonConfiguration.reloaded(from: old, to: new)
+        needsRestart.removeAll { key in
+            switch key {
+            // once a switch has happened, the active account is the one syncctl account chose;
+            case "sync.account": return DurableFiles.exists(accounts.stateFile)
+            // through a relay before and after, the shared folder is not used.
+            case "sync.shared_folder": return old.relay != nil && new.relay != nil
+            default: return false
+            }
         }
-        // Through a relay before and after, the shared folder is not used: nothing to apply.
-        if old.relay == nil || new.relay == nil, new.sharedFolder != old.sharedFolder { needsRestart.append("sync.shared_folder") }
-        if new.socketPath != old.socketPath { needsRestart.append("control.socket") }
-        if new.syncthing != old.syncthing { needsRestart.append("syncthing") }
-        if new.relay != old.relay { needsRestart.append("relay") }
-        if new.metricsListen != old.metricsListen { needsRestart.append("metrics.listen") }
-        var applied = old
-        applied.rescanIntervalMilliseconds = new.rescanIntervalMilliseconds
-        applied.segmentChanges = new.segmentChanges
-        applied.batchChanges = new.batchChanges
-        applied.batchMilliseconds = new.batchMilliseconds
-        applied.maximumBackoffMilliseconds = new.maximumBackoffMilliseconds
-        applied.logLevel = new.logLevel
-        // Every round reads the retention settings afresh: they apply from the next one.
-        applied.retentionEnabled = new.retentionEnabled
-        applied.silentNodeAfterSeconds = new.silentNodeAfterSeconds
-        applied.baselineAfterTransactions = new.baselineAfterTransactions
-        applied.progressIntervalMilliseconds = new.progressIntervalMilliseconds
-        applied.pruneIntervalMilliseconds = new.pruneIntervalMilliseconds
+        if schemaChanged, !needsRestart.contains("store.schema") { needsRestart.append("store.schema") }
         logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
         state.withLock { $0.configuration = applied }
         // The loop's rounds and the control commands (prune, status) use the mounted engine: both get the
