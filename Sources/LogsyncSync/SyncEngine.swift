@@ -312,7 +312,8 @@ public final class SyncEngine: Sendable {
     /// one is missing).
     static func contiguousEnd(of names: [SegmentName], after cursor: UInt64) -> UInt64 {
         var end = cursor
-        for name in names.sorted() where name.firstSequence <= end + 1 {
+        // `end` may be any name's last sequence (a relay's listing is not bounded like a file name): no `+ 1`.
+        for name in names.sorted() where name.firstSequence <= end || name.firstSequence - end == 1 {
             end = max(end, name.lastSequence)
         }
         return end
