@@ -61,7 +61,7 @@ public final class SyncDaemon: Sendable {
         var lastSummary: SyncSummary?
         var lastReport: SyncReport?
         var lastError: String?
-        var subscribers: [Int: (accountEvents: Bool, handler: @Sendable (DaemonEvent) -> Void)] = [:]
+        var subscribers: [Int: (accountEvents: Bool, refusalEvents: Bool, handler: @Sendable (DaemonEvent) -> Void)] = [:]
         var nextSubscriber = 0
         var commitWatcher: Task<Void, Never>?
         var arrivalsWatcher: Task<Void, Never>?
@@ -422,6 +422,12 @@ public final class SyncDaemon: Sendable {
                     break
                 }
                 response.retention = try engine.prune(dryRun: request.command == .prunePlan)
+            case .quarantineList, .quarantineRelease, .quarantineDrop:
+                guard let engine = mounted.withLock({ $0?.engine }) else {
+                    fail(.syncFailed, notSyncing() ?? "no store is mounted")
+                    break
+                }
+                if let (code, message) = try quarantine(request, engine: engine, into: &response) { fail(code, message) }
             case .watch:
                 fail(.badRequest, "watch is a stream: send it on a connection of its own")
             case .accountStatus, .accountList:
@@ -477,7 +483,7 @@ public final class SyncDaemon: Sendable {
         let ignored = (report?.ignored ?? []).sorted { ($0.reason.isSuspicious ? 0 : 1, $0.path) < ($1.reason.isSuspicious ? 0 : 1, $1.path) }
         let accounts = accountReport()
         let relayContact = (mounted.withLock { $0?.transport } as? RelayTransport)?.lastContact
-        return DaemonStatus(
+        var status = DaemonStatus(
             state: halted != nil ? .halted : phase, account: accounts.active ?? "", node: store?.nodeID ?? "", store: accounts.store,
             sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
             pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
@@ -495,6 +501,8 @@ public final class SyncDaemon: Sendable {
                 return retention
             },
             syncthing: syncthing?.contact)
+        status.refused = try store?.refusals().map(Self.entry)
+        return status
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {
@@ -519,10 +527,10 @@ public final class SyncDaemon: Sendable {
         return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
     }
 
-    func subscribe(accountEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
+    func subscribe(accountEvents: Bool = false, refusalEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
         state.withLock { state in
             state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = (accountEvents, handler)
+            state.subscribers[state.nextSubscriber] = (accountEvents, refusalEvents, handler)
             return state.nextSubscriber
         }
     }
@@ -554,6 +562,9 @@ public final class SyncDaemon: Sendable {
             setPhase(.idle)
             for name in report.published { publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
             for name in report.applied { publish(DaemonEvent(kind: .applied, at: summary.finishedAt, message: name.description)) }
+            for refused in report.refused {
+                publish(DaemonEvent(kind: .refused, at: summary.finishedAt, message: refused.description))
+            }
             for name in report.quarantined {
                 logger.critical(
                     "QUARANTINED \(name): the same node and sequences with different content; not applied",
@@ -619,7 +630,10 @@ public final class SyncDaemon: Sendable {
     /// waits for a client.
     func publish(_ event: DaemonEvent) {
         let isAccountEvent = [.storesWillChange, .switchProgress, .storesDidChange].contains(event.kind)
-        let handlers = state.withLock { $0.subscribers.values.filter { $0.accountEvents || !isAccountEvent }.map(\.handler) }
+        let isRefusalEvent = [.refused, .dropped].contains(event.kind)
+        let handlers = state.withLock {
+            $0.subscribers.values.filter { ($0.accountEvents || !isAccountEvent) && ($0.refusalEvents || !isRefusalEvent) }.map(\.handler)
+        }
         for handler in handlers { handler(event) }
     }
 }

@@ -113,6 +113,25 @@ enum SchemaSQL {
     /// The merge's row states (`docs/merge.md`), one per row ever seen, each in one of two tables.
     ///
     /// `_ls_live` holds the states of rows an import inserted and nothing has changed since (most rows a
+        CREATE TABLE IF NOT EXISTS _ls_refused(
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            location TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (node, first_seq, last_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_dropped(
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (node, first_seq, last_seq)
+        ) WITHOUT ROWID;
     /// node ever receives), keyed by the rowid of the row in its synced table. The table's own primary-key
     /// index finds them: storing such a state appends to `_ls_live` instead of adding a second random
     /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS.md`, replay). A live
