@@ -117,4 +117,22 @@ struct RefusalTests {
         #expect(try engine.sync().applied.map(\.node) == [c])
         #expect(try receiver.refusals().isEmpty)
     }
+
+    @Test("a file named as a baseline with the largest count, in this node's own folder, traps nothing")
+    func forgedBaselineName() throws {
+        let cluster = try SyncCluster("basename")
+        let store = try cluster.store("a")
+        let clock = TestWallClock()
+        let engine = try cluster.retainingEngine(store, clock: clock, baselineEvery: 2)
+        try store.write { try $0.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) }
+        _ = try engine.sync()
+        let folder = cluster.shared + "/default/" + store.nodeID
+        let forged = "18446744073709551615-0000000000000000." + BaselineName.fileExtension
+        try Data("not a baseline".utf8).write(to: URL(fileURLWithPath: folder + "/" + forged))
+        for _ in 0..<3 {
+            try store.write { try $0.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) }
+            _ = try cluster.retainingEngine(store, clock: clock, baselineEvery: 2).sync()
+        }
+        #expect(try store.exportedSequence() == 4, "every round ran")
+    }
 }
