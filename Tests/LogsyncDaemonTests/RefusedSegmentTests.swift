@@ -73,6 +73,7 @@ struct RefusedSegmentTests {
             // The journal says each once, when it appears.
             try await node.awaitLog("rejected \(c)/")
             #expect(node.log.components(separatedBy: "rejected \(c)/").count == 2, "said once:\n\(node.log)")
+            #expect(node.log.components(separatedBy: "rejected \(d)/").count == 2, "said once:\n\(node.log)")
         }
 
         let event = try await watch.line(containing: "\"refused\"")
@@ -113,6 +114,7 @@ enum ForgedSegments {
         let bytes = try SegmentEncoder.encode(schemaVersion: 1, account: "test", node: NodeID(node), transactions: [transaction])
         try FileManager.default.createDirectory(atPath: account + node, withIntermediateDirectories: true)
         let name = SegmentName(node: NodeID(node), firstSequence: sequence, lastSequence: sequence)
-        try Data(bytes).write(to: URL(fileURLWithPath: account + node + "/" + name.fileName))
+        // Atomically, as a carrier delivers a file: a reader never sees it half written.
+        try Data(bytes).write(to: URL(fileURLWithPath: account + node + "/" + name.fileName), options: .atomic)
     }
 }
