@@ -122,7 +122,9 @@ extension SyncEngine {
         let known = retentionMemory.state.withLock { $0.ownNewestBaseline }
         let newest = try known ?? transport.baselines().filter { $0.node == node }.max()?.transactionCount ?? 0
         retentionMemory.state.withLock { $0.ownNewestBaseline = newest }
-        guard frontier.transactionCount >= newest + configuration.retention.baselineAfterTransactions else { return }
+        // `newest` comes from a file name, which anyone who writes into the folder can choose: no overflow.
+        let (due, overflow) = newest.addingReportingOverflow(configuration.retention.baselineAfterTransactions)
+        guard !overflow, frontier.transactionCount >= due else { return }
         _ = try writeBaselineNow()
     }
 

@@ -51,7 +51,7 @@ public final class SyncEngine: Sendable {
     /// Segments at or below their node's cursor that this engine has not read since they appeared (at
     /// start-up, every one): each is read once, a few per round after the imports, to check that it is
     /// what was applied. Names the engine applies itself are never here.
-    private let unchecked: UncheckedSegments
+    let unchecked: UncheckedSegments
     /// What retention remembers between rounds (``RetentionMemory``): shared by reconfigured engines.
     let retentionMemory: RetentionMemory
 
@@ -197,6 +197,7 @@ public final class SyncEngine: Sendable {
         if !covered.isEmpty { unchecked.names.withLock { $0.formUnion(covered) } }
         // Things named like a node's segments that are not regular files: they explain a wait.
         let unreadable = Dictionary(grouping: view.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })
+        let context = try loadContext()
         for origin in Set(view.nodes).union(unreadable.keys).sorted() {
             if cancelled() { return }
             // The segments that hold sequences after the cursor, in order.
@@ -218,77 +219,109 @@ public final class SyncEngine: Sendable {
             // The segment after the one handed over, read and decoded on another thread while that one is
             // applied.
             var prefetched: (name: SegmentName, load: Prefetch<SegmentLoad>)?
-            try store.importSegments(
-                from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
-                batching: configuration.batching, limits: configuration.limits, isCancelled: cancelled,
-                next: { cursor in
-                    while let name = pending.popFirst() {
-                        if name.lastSequence <= cursor {
-                            belowCursor.append(name)
-                            continue
+            // Refusals found in this round, recorded once the import has let go of the write lock; and the
+            // segment handed to the import last: the one being applied if applying fails.
+            var refusals: [SegmentRefusal] = []
+            var handed: (name: SegmentName, checksum: UInt64)?
+            do {
+                try store.importSegments(
+                    from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
+                    batching: configuration.batching, limits: configuration.limits, isCancelled: cancelled,
+                    next: { cursor in
+                        while let name = pending.popFirst() {
+                            if name.lastSequence <= cursor {
+                                belowCursor.append(name)
+                                continue
+                            }
+                            // The next segment, or one interrupted between batches (resumed only with the same bytes).
+                            guard name.firstSequence <= cursor + 1 else {
+                                report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
+                                return nil
+                            }
+                            let load: SegmentLoad
+                            if let ahead = prefetched, ahead.name == name {
+                                load = ahead.load.value()
+                            } else {
+                                load = Self.load(name, context: context)
+                            }
+                            prefetched = nil
+                            let segment: SegmentImport
+                            switch load {
+                            case .segment(let loaded, let size):
+                                segment = loaded
+                                report.appliedBytes += size
+                            case .rejected(let rejection, let refusal):
+                                report.rejected.append(rejection)
+                                if let refusal { refusals.append(refusal) }
+                                report.wait(
+                                    origin, for: cursor + 1,
+                                    because: "segment \(describe(name)) was rejected: \(rejection.reason)"
+                                        + (refusal == nil ? "" : "; only this node's stream waits: see 'syncctl quarantine list'"))
+                                return nil
+                            }
+                            handed = (name, segment.checksum)
+                            if segment.header.schemaVersion > store.schema.version {
+                                report.heldForSchema.append(name)
+                                report.wait(
+                                    origin, for: cursor + 1,
+                                    because: "segment \(describe(name)) was written with schema version \(segment.header.schemaVersion), newer than this store's \(store.schema.version): kept, and applied once this node's app registers that schema")
+                                return nil
+                            }
+                            if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
+                                report.heldForClockSkew.append(name)
+                                report.wait(
+                                    origin, for: cursor + 1,
+                                    because: "segment \(describe(name)) is stamped \(segment.header.maxTimestamp.wallClockDescription), more than \(HybridLogicalClock.maximumDrift / 60_000) minutes ahead of this machine's clock: held until local time catches up; check that node's clock")
+                                return nil
+                            }
+                            if let following = pending.first, following.firstSequence > name.lastSequence, following.firstSequence - name.lastSequence == 1 {
+                                let preparer = store.freshRowPreparer
+                                prefetched = (following, Prefetch { Self.load(following, context: context, preparingFor: preparer) })
+                            }
+                            return segment
                         }
-                        // The next segment, or one interrupted between batches (resumed only with the same bytes).
-                        guard name.firstSequence <= cursor + 1 else {
-                            report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
-                            return nil
+                        return nil
+                    },
+                    outcome: { header, outcome in
+                        // `load` checked that the header says what the name says.
+                        let name = SegmentName(node: header.node, firstSequence: header.firstSequence, lastSequence: header.lastSequence)
+                        switch outcome {
+                        case .applied(let count):
+                            report.applied.append(name)
+                            report.appliedTransactions += count
+                        case .alreadyApplied:
+                            break
+                        case .gap(let expected):
+                            report.wait(origin, for: expected, because: missing(expected))
+                        case .divergent:
+                            try quarantine(
+                                name, reason: "partly applied from different content: same node and sequences", location: describe(name),
+                                into: &report)
                         }
-                        let load: SegmentLoad
-                        if let ahead = prefetched, ahead.name == name {
-                            load = ahead.load.value()
-                        } else {
-                            load = Self.load(name, from: transport, configuration: configuration)
-                        }
-                        prefetched = nil
-                        let segment: SegmentImport
-                        switch load {
-                        case .segment(let loaded, let size):
-                            segment = loaded
-                            report.appliedBytes += size
-                        case .rejected(let rejection):
-                            report.rejected.append(rejection)
-                            report.wait(origin, for: cursor + 1, because: "segment \(describe(name)) was rejected: \(rejection.reason)")
-                            return nil
-                        }
-                        if segment.header.schemaVersion > store.schema.version {
-                            report.heldForSchema.append(name)
-                            report.wait(
-                                origin, for: cursor + 1,
-                                because: "segment \(describe(name)) was written with schema version \(segment.header.schemaVersion), newer than this store's \(store.schema.version): kept, and applied once this node's app registers that schema")
-                            return nil
-                        }
-                        if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
-                            report.heldForClockSkew.append(name)
-                            report.wait(
-                                origin, for: cursor + 1,
-                                because: "segment \(describe(name)) is stamped \(segment.header.maxTimestamp.wallClockDescription), more than \(HybridLogicalClock.maximumDrift / 60_000) minutes ahead of this machine's clock: held until local time catches up; check that node's clock")
-                            return nil
-                        }
-                        if let following = pending.first, following.firstSequence == name.lastSequence + 1 {
-                            let (transport, configuration, preparer) = (transport, configuration, store.freshRowPreparer)
-                            prefetched = (following, Prefetch { Self.load(following, from: transport, configuration: configuration, preparingFor: preparer) })
-                        }
-                        return segment
-                    }
-                    return nil
-                },
-                outcome: { header, outcome in
-                    // `load` checked that the header says what the name says.
-                    let name = SegmentName(node: header.node, firstSequence: header.firstSequence, lastSequence: header.lastSequence)
-                    switch outcome {
-                    case .applied(let count):
-                        report.applied.append(name)
-                        report.appliedTransactions += count
-                    case .alreadyApplied:
-                        break
-                    case .gap(let expected):
-                        report.wait(origin, for: expected, because: missing(expected))
-                    case .divergent:
-                        try quarantine(
-                            name, reason: "partly applied from different content: same node and sequences", location: describe(name),
-                            into: &report)
-                    }
-                })
+                    })
+            } catch let error as StoreError where error.code == .constraint {
+                // The checks on loading keep this from happening; should a segment still fail against the
+                // tables' constraints, it holds its own node only, like any refused segment.
+                guard let (name, checksum) = handed else { throw error }
+                let reason = "applying it failed: \(error.message)"
+                report.rejected.append(RejectedSegment(name: name, reason: reason))
+                refusals.append(
+                    SegmentRefusal(
+                        node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, checksum: checksum,
+                        reason: reason, location: describe(name)))
+                report.wait(origin, for: name.firstSequence, because: "segment \(describe(name)) was rejected: \(reason)")
+            }
+            // Written only when new: a write every round would wake syncd's commit watcher for another round.
+            for refusal in refusals {
+                let name = SegmentName(node: refusal.node, firstSequence: refusal.firstSequence, lastSequence: refusal.lastSequence)
+                guard context.refused[name]?.checksum != refusal.checksum else { continue }
+                try store.refuse(refusal)
+                report.refused.append(RejectedSegment(name: name, reason: refusal.reason))
+            }
             let cursor = try store.appliedSequence(from: origin)
+            if context.refused.keys.contains(where: { $0.node == origin && $0.lastSequence <= cursor }) {
+                try store.forgetRefusals(of: origin, through: cursor)
+            }
             for name in belowCursor { try checkApplied(name, into: &report) }
             if report.waiting[origin] == nil, !cancelled(), unreadable[origin]?.contains(where: { $0.segment!.firstSequence == cursor + 1 }) == true {
                 report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
@@ -316,7 +349,8 @@ public final class SyncEngine: Sendable {
     /// one is missing).
     static func contiguousEnd(of names: [SegmentName], after cursor: UInt64) -> UInt64 {
         var end = cursor
-        for name in names.sorted() where name.firstSequence <= end + 1 {
+        // `end` may be any name's last sequence (a relay's listing is not bounded like a file name): no `+ 1`.
+        for name in names.sorted() where name.firstSequence <= end || name.firstSequence - end == 1 {
             end = max(end, name.lastSequence)
         }
         return end
@@ -350,44 +384,93 @@ public final class SyncEngine: Sendable {
     enum SegmentLoad: Sendable {
         /// The segment, and how many bytes it was.
         case segment(SegmentImport, size: Int)
-        case rejected(RejectedSegment)
+        /// Not applied. `refusal`: the bytes were read and are wrong whatever happens next (they fail
+        /// verification or do not fit this node's schema), so the refusal is recorded with their checksum;
+        /// nil for what may pass later (a read error, a newer format).
+        case rejected(RejectedSegment, refusal: SegmentRefusal?)
     }
 
-    /// Reads and verifies a segment completely before anything of it is used. Touches nothing but the
-    /// transport, so it can run on another thread while the previous segment is applied.
-    static func load(_ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration) -> SegmentLoad {
+    /// What loading a segment needs, all of it `Sendable`: it runs on the prefetching thread too.
+    struct LoadContext: Sendable {
+        let transport: any Transport
+        let configuration: SyncConfiguration
+        /// The store's schema as the rules a change must follow (``ChangeRules``).
+        let rules: ChangeRules
+        /// Refusals recorded before this round, by name: the same bytes are refused again without decoding.
+        let refused: [SegmentName: SegmentRefusal]
+        /// Where a segment is, for messages.
+        let location: @Sendable (SegmentName) -> String
+
+        init(store: Store, transport: any Transport, configuration: SyncConfiguration, refused: [SegmentName: SegmentRefusal] = [:]) {
+            self.transport = transport
+            self.configuration = configuration
+            rules = store.changeRules
+            self.refused = refused
+            location = { name in (transport as? DirectoryTransport)?.path(of: name) ?? name.description }
+        }
+    }
+
+    /// Reads and verifies a segment completely before anything of it is used: its bytes, its header
+    /// against its name and account, every transaction, and (unless it was written under a newer schema,
+    /// which waits instead) every change against this node's schema. Touches nothing but the transport, so
+    /// it can run on another thread while the previous segment is applied.
+    static func load(_ name: SegmentName, context: LoadContext) -> SegmentLoad {
         let bytes: [UInt8]
         do {
-            bytes = try transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes)
+            bytes = try context.transport.read(name, maximumBytes: context.configuration.limits.maxSegmentBytes)
         } catch {
-            return .rejected(RejectedSegment(name: name, reason: error.description))
+            return .rejected(RejectedSegment(name: name, reason: error.description), refusal: nil)
         }
+        let sum = checksum(bytes)
+        func refuse(_ reason: String) -> SegmentLoad {
+            let refusal = SegmentRefusal(
+                node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, checksum: sum, reason: reason,
+                location: context.location(name))
+            return .rejected(RejectedSegment(name: name, reason: reason), refusal: refusal)
+        }
+        if let known = context.refused[name], known.checksum == sum { return refuse(known.reason) }
         do {
-            var decoder = try SegmentDecoder(bytes: bytes, limits: configuration.limits)
+            var decoder = try SegmentDecoder(bytes: bytes, limits: context.configuration.limits)
             let header = decoder.header
             guard header.node == name.node, header.firstSequence == name.firstSequence, header.lastSequence == name.lastSequence else {
-                return .rejected(RejectedSegment(name: name, reason: "its header says node \(header.node) sequences \(header.firstSequence)–\(header.lastSequence), not what its name says"))
+                return refuse("its header says node \(header.node) sequences \(header.firstSequence)–\(header.lastSequence), not what its name says")
             }
-            guard header.account == configuration.account else {
-                return .rejected(RejectedSegment(name: name, reason: "it belongs to account '\(header.account)', not '\(configuration.account)'"))
+            guard header.account == context.configuration.account else {
+                return refuse("it belongs to account '\(header.account)', not '\(context.configuration.account)'")
             }
+            // A newer schema's segment is held by the import, not refused: this node's app may catch up.
+            let checked = header.schemaVersion <= context.rules.schemaVersion
             var transactions: [LogTransaction] = []
-            while let transaction = try decoder.next() { transactions.append(transaction) }
-            return .segment(SegmentImport(header: header, transactions: transactions, checksum: checksum(bytes)), size: bytes.count)
+            while let transaction = try decoder.next() {
+                if checked, let problem = context.rules.problem(in: transaction) {
+                    return refuse("it does not fit this node's schema: \(problem)")
+                }
+                transactions.append(transaction)
+            }
+            return .segment(SegmentImport(header: header, transactions: transactions, checksum: sum), size: bytes.count)
+        } catch let error as SegmentError where error.code == .unsupportedFormat {
+            return .rejected(RejectedSegment(name: name, reason: error.description), refusal: nil)
         } catch {
-            return .rejected(RejectedSegment(name: name, reason: error.description))
+            return refuse("\(error)")
         }
     }
 
-    /// ``load(_:from:configuration:)``, then the segment's first inserts prepared (``FreshRowPreparer``): on
+    /// ``load(_:context:)``, then the segment's first inserts prepared (``FreshRowPreparer``): on
     /// the thread that prefetches the segment, not the writer's.
-    static func load(
-        _ name: SegmentName, from transport: any Transport, configuration: SyncConfiguration, preparingFor preparer: FreshRowPreparer
-    ) -> SegmentLoad {
-        let loaded = load(name, from: transport, configuration: configuration)
+    static func load(_ name: SegmentName, context: LoadContext, preparingFor preparer: FreshRowPreparer) -> SegmentLoad {
+        let loaded = load(name, context: context)
         guard case .segment(var segment, let size) = loaded else { return loaded }
         preparer.prepare(&segment)
         return .segment(segment, size: size)
+    }
+
+    /// What loading segments needs in this round.
+    private func loadContext() throws -> LoadContext {
+        var refused: [SegmentName: SegmentRefusal] = [:]
+        for refusal in try store.refusals() {
+            refused[SegmentName(node: refusal.node, firstSequence: refusal.firstSequence, lastSequence: refusal.lastSequence)] = refusal
+        }
+        return LoadContext(store: store, transport: transport, configuration: configuration, refused: refused)
     }
 
     private func describe(_ name: SegmentName) -> String {
@@ -406,6 +489,6 @@ public final class SyncEngine: Sendable {
 }
 
 /// The segments an engine (and the engines a reload makes of it) still has to check.
-private final class UncheckedSegments: Sendable {
+final class UncheckedSegments: Sendable {
     let names = Mutex<Set<SegmentName>>([])
 }

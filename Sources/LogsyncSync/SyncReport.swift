@@ -27,6 +27,10 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// Segments that failed verification (torn, truncated, corrupt, wrong node or account): not applied,
     /// retried on the next run in case a good copy arrives.
     public var rejected: [RejectedSegment] = []
+    /// Segments refused for the first time in this run (their bytes fail verification or do not fit this
+    /// store's schema), also in ``rejected``: recorded in the store until the operator releases or drops
+    /// them (`syncctl quarantine`); only their own node's stream waits.
+    public var refused: [RejectedSegment] = []
     /// Segments quarantined in this run: the same node and sequence with different content.
     public var quarantined: [SegmentName] = []
     /// Segments written with a newer schema than this store's: kept, applied once the schema catches up.
@@ -58,6 +62,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         var parts = ["published \(published.count)", "applied \(applied.count) segments (\(appliedTransactions) transactions)"]
         if !waiting.isEmpty { parts.append("waiting on \(waiting.count) nodes") }
         if !rejected.isEmpty { parts.append("rejected \(rejected.count)") }
+        if !refused.isEmpty { parts.append("newly refused \(refused.count)") }
         if !quarantined.isEmpty { parts.append("quarantined \(quarantined.count)") }
         if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
         if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }

@@ -110,6 +110,8 @@ public enum MessageID {
     public static let strayFile = "f1ed0b4ebb534e03a3264804f5257c64"
     /// A segment failed verification.
     public static let rejected = "49c75abc6d0840ee9343fedf870d3bee"
+    /// The operator dropped a refused segment (`syncctl quarantine drop`): its transactions are never applied here.
+    public static let dropped = "f6e31b6c0377480582526ce073487240"
     /// A control client was refused (too many) or dropped (it stopped reading).
     public static let clientRefused = "4324210d562e45a89fff89384e41e4ef"
     public static let clientDropped = "20d30d564c1b40aeb26f4b72ddc42e25"

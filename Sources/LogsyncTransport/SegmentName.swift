@@ -26,7 +26,9 @@ public struct SegmentName: Sendable, Hashable, Comparable, CustomStringConvertib
         guard bytes.count == 20 + 1 + 20 + 1 + fileExtension.utf8.count, bytes[20] == UInt8(ascii: "-"),
             fileName.hasSuffix("." + fileExtension)
         else { return nil }
-        guard let first = decimal(bytes[0..<20]), let last = decimal(bytes[21..<41]), first >= 1, first <= last else { return nil }
+        guard let first = decimal(bytes[0..<20]), let last = decimal(bytes[21..<41]), first >= 1, first <= last,
+            last <= LogTransaction.maximumSequence
+        else { return nil }
         return SegmentName(node: node, firstSequence: first, lastSequence: last)
     }
 

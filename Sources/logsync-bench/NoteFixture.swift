@@ -33,12 +33,12 @@ enum NoteFixture {
     /// used verbatim for the plain baseline so that only history capture differs.
     static let plainDDL = """
         CREATE TABLE "Note" (
-          "id" TEXT PRIMARY KEY NOT NULL CHECK (typeof("id") = 'text' AND length("id") = 36),
+          "id" TEXT PRIMARY KEY NOT NULL CHECK (typeof("id") = 'text' AND length(CAST("id" AS BLOB)) = 36 AND "id" GLOB '[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]'),
           "title" TEXT,
           "body" TEXT,
           "rank" INTEGER,
           "score" REAL
-        )
+        ) STRICT
         """
 
     static let plainInsertSQL = #"INSERT INTO "Note"("id", "title", "body", "rank", "score") VALUES (?, ?, ?, ?, ?)"#

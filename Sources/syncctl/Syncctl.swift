@@ -17,7 +17,7 @@ struct Syncctl: ParsableCommand {
             reload that failed (syncd keeps its configuration).
             """,
         version: LogsyncVersion.current,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Prune.self, Account.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Prune.self, Quarantine.self, Account.self]
     )
 }
 
@@ -30,6 +30,7 @@ func exitStatus(for failure: ControlFailure) -> Int32 {
     case .reloadFailed: return ExitStatus.configuration
     case .damaged: return ExitStatus.dataError
     case .badRequest, .internalError, .shuttingDown, .tooManyClients, .slowConsumer: return ExitStatus.daemonError
+    case .notFound: return ExitStatus.failed
     }
 }
 
@@ -83,13 +84,13 @@ struct Connection: ParsableArguments {
     /// daemon's message on stderr, unless `acceptingFailure` (the caller reports it itself).
     func request(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        wait: TimeInterval = 10, acceptingFailure: Bool = false
+        segment: String? = nil, wait: TimeInterval = 10, acceptingFailure: Bool = false
     ) throws -> ControlResponse {
         let client = try client()
         let response: ControlResponse
         do {
             response = try client.send(
-                command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout, wait: wait)
+                command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout, segment: segment, wait: wait)
         } catch {
             throw fail(error)
         }
@@ -101,11 +102,11 @@ struct Connection: ParsableArguments {
     /// prints the whole response as JSON, or `text` of it, then throws the exit code if it failed.
     @discardableResult
     func show(
-        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, account: String? = nil, logout: String? = nil, wait: TimeInterval,
-        text: (ControlResponse) -> Void
+        _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, account: String? = nil, logout: String? = nil,
+        segment: String? = nil, wait: TimeInterval, text: (ControlResponse) -> Void
     ) throws -> ControlResponse {
         let response = try request(
-            command, timeoutMilliseconds: timeoutMilliseconds, account: account, logout: logout, wait: wait, acceptingFailure: true)
+            command, timeoutMilliseconds: timeoutMilliseconds, account: account, logout: logout, segment: segment, wait: wait, acceptingFailure: true)
         if json { printJSON(response) } else { text(response) }
         try check(response)
         return response
@@ -233,6 +234,11 @@ struct Status: ParsableCommand {
             print("QUARANTINED \(status.quarantined.count) segments (same node and sequences, different content):")
             for item in status.quarantined { print("  \(item.node) \(item.firstSequence)-\(item.lastSequence): \(item.reason) (\(item.location))") }
         }
+        let refused = status.refused ?? []
+        if !refused.isEmpty {
+            print("REFUSED    \(refused.count) segments, each holding its own node's stream ('syncctl quarantine list', docs/operations.md):")
+            for item in refused { print("  \(item.segment): \(item.reason)") }
+        }
         for item in status.rejected { print("rejected   \(item)") }
         if status.ignoredFiles > 0 {
             let listed = status.ignored ?? []
@@ -296,7 +302,7 @@ struct Watch: ParsableCommand {
 
     private func send(_ client: ControlClient) throws -> ControlResponse {
         do {
-            return try client.send(.watch, accountEvents: true)
+            return try client.send(.watch, accountEvents: true, refusalEvents: true)
         } catch {
             throw connection.fail(error)
         }
@@ -383,5 +389,78 @@ struct Prune: ParsableCommand {
             if let problem = retention.lastProblem { print("problem    \(problem)") }
         }
         _ = try connection.required(response.retention, "retention")
+    }
+}
+
+struct Quarantine: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Segments this node refused or quarantined: list them, try one again, or give one up (docs/operations.md, \"Refused segments\").",
+        subcommands: [List.self, Release.self, Drop.self], defaultSubcommand: List.self)
+
+    /// Prints what is refused, divergent and dropped.
+    static func describe(_ report: QuarantineReport) {
+        if let message = report.message { print(message) }
+        print(report.refused.isEmpty ? "refused    none" : "refused    \(report.refused.count) segments (each holds its own node's stream):")
+        for item in report.refused {
+            print("  \(item.segment) since \(UTCTime.iso8601(milliseconds: item.at)): \(item.reason) (\(item.location))")
+        }
+        if !report.divergent.isEmpty {
+            print("divergent  \(report.divergent.count) segments (same node and sequences, different content; never applied):")
+            for item in report.divergent { print("  \(item.node)/\(item.firstSequence)-\(item.lastSequence): \(item.reason) (\(item.location))") }
+        }
+        if !report.dropped.isEmpty {
+            print("dropped    \(report.dropped.count) segments (given up by the operator; never applied here):")
+            for item in report.dropped { print("  \(item.segment) at \(UTCTime.iso8601(milliseconds: item.at)): had been refused because \(item.reason)") }
+        }
+    }
+
+    /// Sends a `quarantine_*` command and prints its answer (JSON with `--json`), failing as syncd did.
+    static func send(_ command: ControlRequest.Command, segment: String?, through connection: Connection, wait: TimeInterval) throws {
+        let response = try connection.show(command, segment: segment, wait: wait) { response in response.quarantine.map(describe) }
+        _ = try connection.required(response.quarantine, "quarantine")
+    }
+
+    /// Whether `text` is `NODE/FIRST-LAST` (optionally `.lseg`), the shape syncd takes.
+    static func validate(_ text: String) throws {
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        var range = parts.last.map(String.init) ?? ""
+        if range.hasSuffix(".lseg") { range.removeLast(5) }
+        let numbers = range.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, numbers.count == 2, numbers.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) })
+        else { throw ValidationError("name the segment as NODE/FIRST-LAST, as 'syncctl quarantine list' shows it; got '\(text)'") }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Refused, divergent and dropped segments, with why.")
+
+        @OptionGroup var connection: Connection
+
+        func run() throws { try Quarantine.send(.quarantineList, segment: nil, through: connection, wait: 10) }
+    }
+
+    struct Release: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Forget a refusal (or a divergence record) and read the segment again: after its file was replaced or the app upgraded.",
+            discussion: "Exit 0 when it was released; 1 when no such segment is recorded.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The segment, NODE/FIRST-LAST, as 'syncctl quarantine list' shows it.") var segment: String
+
+        func validate() throws { try Quarantine.validate(segment) }
+
+        func run() throws { try Quarantine.send(.quarantineRelease, segment: segment, through: connection, wait: 30) }
+    }
+
+    struct Drop: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Give up on a refused segment: its transactions are never applied on this node, and its node's stream goes on after it.",
+            discussion: "Recorded in the store and said in the journal. Only the segment its node's stream waits for can be dropped. Exit 0 when it was dropped; 1 when it could not be.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The segment, NODE/FIRST-LAST, as 'syncctl quarantine list' shows it.") var segment: String
+
+        func validate() throws { try Quarantine.validate(segment) }
+
+        func run() throws { try Quarantine.send(.quarantineDrop, segment: segment, through: connection, wait: 60) }
     }
 }

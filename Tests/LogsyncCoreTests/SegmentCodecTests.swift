@@ -95,7 +95,7 @@ private func randomTransactions(_ rng: inout SegmentTestRandom, count: Int, firs
             let primaryKey: DatabaseValue = rng.chance(80) ? .text(uuidText(&rng)) : randomValue(&rng)
             return LogChange(
                 entity: entities[rng.below(entities.count)], primaryKey: primaryKey, kind: kind,
-                causalLength: rng.chance(90) ? UInt64(rng.below(5)) : rng.next(), values: values)
+                causalLength: rng.chance(90) ? UInt64(rng.below(5)) : rng.next() % (LogChange.maximumCausalLength + 1), values: values)
         }
         return LogTransaction(
             sequence: firstSequence &+ UInt64(index), timestamp: HLCTimestamp(rawValue: timestamp),
@@ -186,7 +186,7 @@ struct SegmentCodecTests {
     @Test("random transactions with every kind of value round-trip exactly, and the header describes them")
     func roundTrip() throws {
         var rng = SegmentTestRandom(seed: 0x5EED_0001)
-        for (count, firstSequence) in [(1, UInt64(1)), (300, 42), (3, UInt64.max - 2)] {
+        for (count, firstSequence) in [(1, UInt64(1)), (300, 42), (3, LogTransaction.maximumSequence - 2)] {
             let transactions = randomTransactions(&rng, count: count, firstSequence: firstSequence)
             let bytes = try encode(transactions)
             let (header, decoded) = try SegmentDecoder.decode(bytes)
@@ -214,7 +214,7 @@ struct SegmentCodecTests {
             + edgeReals.map { .real($0) } + edgeTexts.map { .text($0) }
         for (index, value) in all.enumerated() { values["c\(index)"] = value }
         let changes = all.map { LogChange(entity: "E", primaryKey: $0, kind: .insert, causalLength: 1) }
-            + [LogChange(entity: "E", primaryKey: .text("x"), kind: .update, causalLength: .max, values: values)]
+            + [LogChange(entity: "E", primaryKey: .text("x"), kind: .update, causalLength: LogChange.maximumCausalLength, values: values)]
         let transaction = LogTransaction(
             sequence: 1, timestamp: HLCTimestamp(rawValue: .max), author: "", contextName: "🚀", changes: changes)
         let empty = LogTransaction(sequence: 2, timestamp: .zero, author: nil, contextName: nil, changes: [])
@@ -445,7 +445,7 @@ struct SegmentCodecTests {
         func transaction(_ sequence: UInt64) -> LogTransaction {
             LogTransaction(sequence: sequence, timestamp: .zero, author: nil, contextName: nil, changes: [])
         }
-        for (first, second) in [(UInt64(5), UInt64(7)), (5, 5), (5, 4), (.max, 0)] {
+        for (first, second) in [(UInt64(5), UInt64(7)), (5, 5), (5, 4), (LogTransaction.maximumSequence, 0)] {
             var encoder = try SegmentEncoder(schemaVersion: 1, account: "a", node: node)
             try encoder.append(transaction(first))
             do {
@@ -630,6 +630,8 @@ struct SegmentCodecTests {
             ("change kind 0", oneChangeBody([0, 1, 0, 0]), .malformed),
             ("change kind 4", oneChangeBody([4, 1, 0, 0]), .malformed),
             ("varint over 64 bits", oneChangeBody([1] + Array(repeating: 0xFF, count: 10) + [1, 0, 0]), .malformed),
+            ("causal length above 2^62", oneChangeBody([1] + varint((1 << 62) + 1) + [0, 0]), .limitExceeded),
+            ("causal length 2^63 + 5", oneChangeBody([1] + varint((1 << 63) + 5) + [0, 0]), .limitExceeded),
             ("varint not in shortest form", oneChangeBody([1, 0x81, 0x00, 0, 0]), .malformed),
             ("value count over the limit", oneChangeBody([1, 1, 0, 65]), .limitExceeded),
             ("change count over the limit", [0, 0, 0] + varint(1_000_001), .limitExceeded),
@@ -646,6 +648,10 @@ struct SegmentCodecTests {
             #expect(error?.code == code, "\(name): \(error.map(String.init(describing:)) ?? "accepted")")
         }
 
+        // The largest causal length a store records is accepted; sequences past 2^63 − 1 are not.
+        #expect(decodeError(try craftedSegment(body: oneChangeBody([1] + varint(1 << 62) + [0, 0]))) == nil)
+        #expect(decodeError(try craftedSegment(body: [0, 0, 0, 0], firstSequence: 1 << 63))?.code == .limitExceeded)
+        #expect(decodeError(try craftedSegment(body: [0, 0, 0, 0], firstSequence: UInt64(Int64.max))) == nil)
         // Two transactions whose second sequence delta is 2.
         #expect(decodeError(try craftedSegment(body: [0, 0, 0, 0, 2, 0, 0, 0], transactionCount: 2))?.code == .sequenceGap)
         // The header promises two transactions; the body holds one.

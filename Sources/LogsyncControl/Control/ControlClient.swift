@@ -45,11 +45,11 @@ public final class ControlClient {
     /// Sends a request and waits up to `timeout` for its response.
     public func send(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil, wait: TimeInterval = 10
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, wait: TimeInterval = 10
     ) throws(Failure) -> ControlResponse {
         let request = ControlRequest(
             id: nextID, command: command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout,
-            accountEvents: accountEvents)
+            accountEvents: accountEvents, segment: segment, refusalEvents: refusalEvents)
         nextID += 1
         guard let data = try? JSONEncoder().encode(request) else { throw .notOurSocket(path: path, detail: "cannot encode request") }
         socket.setReceiveTimeout(milliseconds: Int(wait * 1000))

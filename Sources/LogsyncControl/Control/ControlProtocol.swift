@@ -23,17 +23,25 @@ public struct ControlRequest: Codable, Sendable {
     /// For `watch`: also send the account events (`stores_will_change`, `switch_progress`,
     /// `stores_did_change`). Clients that do not ask never get event kinds they may not know.
     public var accountEvents: Bool?
+    /// For `quarantine_release` and `quarantine_drop`: the segment, as `NODE/FIRST-LAST`.
+    public var segment: String?
+    /// For `watch`: also send the refusal events (`refused`, `dropped`); clients that do not ask never
+    /// get event kinds they may not know.
+    public var refusalEvents: Bool?
 
     public enum Command: String, Codable, Sendable, CaseIterable {
         case status, trigger, peers, history, watch, reload, check
         /// `prune` deletes what retention allows now; `prune_plan` only says what would go and why.
         case prune, prunePlan = "prune_plan"
         case accountStatus = "account_status", accountList = "account_list", accountSwitch = "account_switch", accountLogout = "account_logout"
+        /// Refused and divergent segments (`quarantine_list`); forget a refusal so the segment is tried
+        /// again (`quarantine_release`); give up on a refused segment (`quarantine_drop`).
+        case quarantineList = "quarantine_list", quarantineRelease = "quarantine_release", quarantineDrop = "quarantine_drop"
     }
 
     public init(
         id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil
     ) {
         self.version = ControlProtocol.version
         self.id = id
@@ -43,10 +51,13 @@ public struct ControlRequest: Codable, Sendable {
         self.account = account
         self.logout = logout
         self.accountEvents = accountEvents
+        self.segment = segment
+        self.refusalEvents = refusalEvents
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit, account, logout, accountEvents = "account_events"
+        case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit, account, logout, accountEvents = "account_events", segment
+        case refusalEvents = "refusal_events"
     }
 }
 
@@ -67,6 +78,8 @@ public struct ControlResponse: Codable, Sendable {
     public var accounts: AccountReport?
     /// For `prune` and `prune_plan`: what went (or would go), what holds the rest back, and why.
     public var retention: RetentionStatus?
+    /// For the `quarantine_*` commands: what is refused, divergent and dropped after the command.
+    public var quarantine: QuarantineReport?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -75,7 +88,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts, retention
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts, retention, quarantine
     }
 }
 
@@ -94,6 +107,8 @@ public struct ControlFailure: Codable, Sendable, Hashable {
         case slowConsumer = "slow_consumer"
         /// `check` found the store damaged; syncing has stopped.
         case damaged
+        /// `quarantine_release` or `quarantine_drop` named a segment that is not there to release or drop.
+        case notFound = "not_found"
     }
 
     public var code: Code
@@ -139,6 +154,9 @@ public struct DaemonStatus: Codable, Sendable {
     public var retention: RetentionStatus? = nil
     /// With `[syncthing]`: the scans asked of Syncthing after publishes, and its last answer and failure.
     package var syncthing: SyncthingContact? = nil
+    /// Segments this node refused, each holding its own node's stream until released or dropped
+    /// (`syncctl quarantine`); absent from syncd before refusals were recorded.
+    public var refused: [RefusedEntry]? = nil
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
@@ -181,7 +199,7 @@ public struct DaemonStatus: Codable, Sendable {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay, accounts, retention, syncthing
+        case relay, accounts, retention, syncthing, refused
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
@@ -362,6 +380,9 @@ public struct DaemonEvent: Codable, Sendable {
     public enum Kind: String, Codable, Sendable {
         case syncStarted = "sync_started", syncFinished = "sync_finished", syncFailed = "sync_failed"
         case applied, published, quarantined, stopping
+        /// Refusal events, sent only to `watch` clients that ask for them (`refusal_events`): a segment was
+        /// refused (it fails verification or does not fit this node's schema), or the operator dropped one.
+        case refused, dropped
         /// Account events, sent only to `watch` clients that ask for them (`account_events`).
         case storesWillChange = "stores_will_change", switchProgress = "switch_progress", storesDidChange = "stores_did_change"
     }
@@ -469,5 +490,74 @@ public struct AccountStore: Codable, Sendable, Equatable {
         self.path = path
         self.role = role
         self.reason = reason
+    }
+}
+
+/// A segment this node refused: it holds its own node's stream until it is released (tried again) or
+/// dropped (`syncctl quarantine`).
+public struct RefusedEntry: Codable, Sendable, Hashable {
+    public var node: String
+    public var firstSequence: UInt64
+    public var lastSequence: UInt64
+    /// `NODE/FIRST-LAST`, as `syncctl quarantine release|drop` takes it.
+    public var segment: String
+    public var reason: String
+    public var location: String
+    /// When it was refused (milliseconds since 1970).
+    public var at: Int64
+
+    public init(node: String, firstSequence: UInt64, lastSequence: UInt64, segment: String, reason: String, location: String, at: Int64) {
+        self.node = node
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.segment = segment
+        self.reason = reason
+        self.location = location
+        self.at = at
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case node, firstSequence = "first_seq", lastSequence = "last_seq", segment, reason, location, at
+    }
+}
+
+/// A refused segment the operator dropped: its transactions are never applied on this node.
+public struct DroppedEntry: Codable, Sendable, Hashable {
+    public var node: String
+    public var firstSequence: UInt64
+    public var lastSequence: UInt64
+    public var segment: String
+    /// Why it had been refused.
+    public var reason: String
+    public var at: Int64
+
+    public init(node: String, firstSequence: UInt64, lastSequence: UInt64, segment: String, reason: String, at: Int64) {
+        self.node = node
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.segment = segment
+        self.reason = reason
+        self.at = at
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case node, firstSequence = "first_seq", lastSequence = "last_seq", segment, reason, at
+    }
+}
+
+/// What `syncctl quarantine` shows and acts on.
+public struct QuarantineReport: Codable, Sendable, Hashable {
+    public var refused: [RefusedEntry]
+    /// The same node and sequences with different content (reported, never applied).
+    public var divergent: [QuarantineEntry]
+    public var dropped: [DroppedEntry]
+    /// For `release` and `drop`: what was done.
+    public var message: String?
+
+    public init(refused: [RefusedEntry], divergent: [QuarantineEntry], dropped: [DroppedEntry], message: String? = nil) {
+        self.refused = refused
+        self.divergent = divergent
+        self.dropped = dropped
+        self.message = message
     }
 }

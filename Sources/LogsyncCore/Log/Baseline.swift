@@ -232,7 +232,11 @@ package final class BaselineDecoder {
         var sequences: [NodeID: UInt64] = [:]
         for _ in 0..<min(count, length / 11) {
             let node = NodeID(try reader.readString("node id"))
-            sequences[node] = try reader.readLittleEndian(UInt64.self, "sequence")
+            let sequence = try reader.readLittleEndian(UInt64.self, "sequence")
+            guard sequence <= LogTransaction.maximumSequence else {
+                throw Self.error(.limitExceeded, "header", "node \(node)'s sequence \(sequence) is above \(LogTransaction.maximumSequence), the largest a store records")
+            }
+            sequences[node] = sequence
         }
         guard reader.remaining == 0, sequences.count == count, let schema = Int(exactly: schemaVersion), schema >= 0 else {
             throw Self.error(.malformed, "header", "the header's fields do not add up")
@@ -413,6 +417,10 @@ private struct BaselineBodyReader {
             let entity = try name()
             let key = try value()
             let causalLength = try varint()
+            guard causalLength <= LogChange.maximumCausalLength else {
+                throw BaselineDecoder.error(
+                    .limitExceeded, "body byte \(start)", "causal length \(causalLength) is above \(LogChange.maximumCausalLength), the largest a store records")
+            }
             var deletedAt: Clock?
             switch try byte() {
             case 0: break

@@ -255,7 +255,13 @@ struct BodyDecoder {
             throw SegmentError(
                 .malformed, at: "body byte \(kindOffset)", "change kind \(kindByte) is not 1 (insert), 2 (update) or 3 (delete)")
         }
+        let causalOffset = source.offset
         let causalLength = try source.readVarint()
+        guard causalLength <= LogChange.maximumCausalLength else {
+            throw SegmentError(
+                .limitExceeded, at: "body byte \(causalOffset)",
+                "causal length \(causalLength) is above \(LogChange.maximumCausalLength), the largest a store records")
+        }
         let primaryKey = try readValue()
         let countOffset = source.offset
         let valueCount = try source.readVarint()

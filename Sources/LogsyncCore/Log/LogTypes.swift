@@ -34,6 +34,10 @@ public struct LogChange: Sendable, Hashable {
     /// The row's causal length after the change: odd while the row exists, even once deleted. Each
     /// delete and each re-insert increases it by one, so delete/re-insert races converge.
     public var causalLength: UInt64
+    /// The largest causal length the format carries: 2^62, so that a store, which keeps it as a signed
+    /// 64-bit integer, can add every later delete and re-insert to it without overflow. A decoder refuses
+    /// anything above (`docs/log-format.md`, "Limits").
+    package static let maximumCausalLength: UInt64 = 1 << 62
     /// The new values of the changed columns: every column for an insert, the changed ones for an update,
     /// none for a delete.
     public var values: [String: DatabaseValue]
@@ -49,6 +53,10 @@ public struct LogChange: Sendable, Hashable {
 
 /// One committed local transaction as shipped: the unit that is applied exactly once on every other node.
 public struct LogTransaction: Sendable, Hashable {
+    /// The largest sequence the format carries: SQLite stores sequences as signed 64-bit integers, so a
+    /// decoder refuses anything above (`docs/log-format.md`, "Limits").
+    package static let maximumSequence = UInt64(Int64.max)
+
     /// Dense per-node sequence number, starting at 1.
     public var sequence: UInt64
     public var timestamp: HLCTimestamp

@@ -73,11 +73,18 @@ public struct ProgressRecord: Sendable, Hashable {
         node = NodeID(try reader.readString("node id"))
         activeAtMilliseconds = try reader.readLittleEndian(UInt64.self, "active at")
         prunedThrough = try reader.readLittleEndian(UInt64.self, "pruned through")
+        // Stored and compared as SQLite's signed 64-bit integers: anything above is no record of a store's.
+        guard activeAtMilliseconds <= UInt64(Int64.max), prunedThrough <= LogTransaction.maximumSequence else {
+            throw fail(.limitExceeded, "active at \(activeAtMilliseconds) or pruned through \(prunedThrough) is above \(Int64.max)")
+        }
         let count = Int(try reader.readLittleEndian(UInt32.self, "node count"))
         var sequences: [NodeID: UInt64] = [:]
         for _ in 0..<count {
             let node = NodeID(try reader.readString("node id"))
             let sequence = try reader.readLittleEndian(UInt64.self, "sequence")
+            guard sequence <= LogTransaction.maximumSequence else {
+                throw fail(.limitExceeded, "node \(node)'s sequence \(sequence) is above \(LogTransaction.maximumSequence)")
+            }
             guard sequences.updateValue(sequence, forKey: node) == nil else { throw fail(.malformed, "node \(node) is listed twice") }
         }
         guard reader.remaining == 0 else { throw fail(.malformed, "\(reader.remaining) unexplained bytes at the end") }

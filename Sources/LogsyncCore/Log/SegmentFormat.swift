@@ -146,6 +146,11 @@ enum SegmentFormat {
                 .limitExceeded, at: "byte 52",
                 "the header says \(count) transactions; maxTransactions is \(limits.maxTransactions)")
         }
+        guard firstSequence >= 1, lastSequence <= LogTransaction.maximumSequence else {
+            throw SegmentError(
+                .limitExceeded, at: "byte 20",
+                "sequences \(firstSequence)...\(lastSequence) are outside 1...\(LogTransaction.maximumSequence), the range a store records")
+        }
         guard firstSequence <= lastSequence, lastSequence - firstSequence == UInt64(count - 1) else {
             throw SegmentError(
                 .malformed, at: "byte 20",

@@ -205,7 +205,7 @@ final class ControlServer: Sendable {
             return !clients.stopped
         }
         guard admitted else { return }
-        let subscription = daemon.subscribe(accountEvents: request.accountEvents ?? false) { queue.offer($0) }
+        let subscription = daemon.subscribe(accountEvents: request.accountEvents ?? false, refusalEvents: request.refusalEvents ?? false) { queue.offer($0) }
         defer { daemon.unsubscribe(subscription) }
         while true {
             switch queue.next(waitingAtMost: 0.25) {

@@ -64,7 +64,7 @@ public final class SyncDaemon: Sendable {
         var lastSummary: SyncSummary?
         var lastReport: SyncReport?
         var lastError: String?
-        var subscribers: [Int: (accountEvents: Bool, handler: @Sendable (DaemonEvent) -> Void)] = [:]
+        var subscribers: [Int: (accountEvents: Bool, refusalEvents: Bool, handler: @Sendable (DaemonEvent) -> Void)] = [:]
         var nextSubscriber = 0
         var commitWatcher: Task<Void, Never>?
         var arrivalsWatcher: Task<Void, Never>?
@@ -441,6 +441,12 @@ public final class SyncDaemon: Sendable {
                     break
                 }
                 response.retention = try engine.prune(dryRun: request.command == .prunePlan)
+            case .quarantineList, .quarantineRelease, .quarantineDrop:
+                guard let engine = mounted.withLock({ $0?.engine }) else {
+                    fail(.syncFailed, notSyncing() ?? "no store is mounted")
+                    break
+                }
+                if let (code, message) = try quarantine(request, engine: engine, into: &response) { fail(code, message) }
             case .watch:
                 fail(.badRequest, "watch is a stream: send it on a connection of its own")
             case .accountStatus, .accountList:
@@ -501,7 +507,7 @@ public final class SyncDaemon: Sendable {
             relayContact?.lastReset = reset.message
             relayContact?.lastResetAt = reset.at
         }
-        return DaemonStatus(
+        var status = DaemonStatus(
             state: halted != nil ? .halted : phase, account: accounts.active ?? "", node: store?.nodeID ?? "", store: accounts.store,
             sharedFolder: configuration.sharedFolder, startedAt: startedAt, lastSync: summary,
             pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
@@ -519,6 +525,8 @@ public final class SyncDaemon: Sendable {
                 return retention
             },
             syncthing: syncthing?.contact)
+        status.refused = try store?.refusals().map(Self.entry)
+        return status
     }
 
     /// The text `/metrics` answers with (``MetricsText``): the status `syncctl status --json` gives, and
@@ -566,10 +574,10 @@ public final class SyncDaemon: Sendable {
         return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
     }
 
-    func subscribe(accountEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
+    func subscribe(accountEvents: Bool = false, refusalEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
         state.withLock { state in
             state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = (accountEvents, handler)
+            state.subscribers[state.nextSubscriber] = (accountEvents, refusalEvents, handler)
             return state.nextSubscriber
         }
     }
@@ -602,6 +610,9 @@ public final class SyncDaemon: Sendable {
             setPhase(.idle)
             for name in report.published { publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
             for name in report.applied { publish(DaemonEvent(kind: .applied, at: summary.finishedAt, message: name.description)) }
+            for refused in report.refused {
+                publish(DaemonEvent(kind: .refused, at: summary.finishedAt, message: refused.description))
+            }
             for name in report.quarantined {
                 logger.critical(
                     "QUARANTINED \(name): the same node and sequences with different content; not applied",
@@ -672,7 +683,10 @@ public final class SyncDaemon: Sendable {
     /// waits for a client.
     func publish(_ event: DaemonEvent) {
         let isAccountEvent = [.storesWillChange, .switchProgress, .storesDidChange].contains(event.kind)
-        let handlers = state.withLock { $0.subscribers.values.filter { $0.accountEvents || !isAccountEvent }.map(\.handler) }
+        let isRefusalEvent = [.refused, .dropped].contains(event.kind)
+        let handlers = state.withLock {
+            $0.subscribers.values.filter { ($0.accountEvents || !isAccountEvent) && ($0.refusalEvents || !isRefusalEvent) }.map(\.handler)
+        }
         for handler in handlers { handler(event) }
     }
 }

@@ -123,7 +123,10 @@ struct MergeWriter {
         }
         try statement.bind(first ?? info.id, at: 1)
         try statement.bind(primaryKey, at: 2)
-        try statement.bind(Int64(state.causalLength), at: 3)
+        guard let causalLength = Int64(exactly: state.causalLength) else {
+            throw StoreError(.constraint, "row \(primaryKey) of '\(info.entity.name)' has causal length \(state.causalLength), above what a store records")
+        }
+        try statement.bind(causalLength, at: 3)
         try (encoded ?? statements.encodeBuffer).withUnsafeBytes { try statement.bind(bytes: $0, at: 4) }
         try statement.run()
     }

@@ -13,6 +13,8 @@ struct SchemaDrift {
     let connection: Connection
     let schema: Schema
     let catalog: Catalog
+    /// The tables must be `STRICT` (stores of ``SchemaSQL/strictTablesFormat`` and later).
+    var requiresStrict = true
 
     /// Each problem found, as a sentence that names the table, the column or index, and what to do.
     func problems(checkingTriggers: Bool) throws -> [String] {
@@ -61,6 +63,12 @@ struct SchemaDrift {
         guard try connection.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(table)]) != nil else {
             return ["table \(quoted) is missing (renamed or dropped by another program): rename it back or restore it from a backup"]
         }
+        var problems: [String] = []
+        if requiresStrict, try connection.scalar("SELECT strict FROM pragma_table_list WHERE schema = 'main' AND name = ?", [.text(table)]) == .integer(0) {
+            problems.append(
+                "table \(quoted) is no longer STRICT (rebuilt by another program), so it would take values of the wrong type: "
+                    + "restore the table's definition")
+        }
         var found: [String: ColumnShape] = [:]
         var order: [String] = []
         for row in try connection.rows("SELECT name, type, \"notnull\", pk FROM pragma_table_xinfo(?)", [.text(table)]) {
@@ -70,7 +78,6 @@ struct SchemaDrift {
             order.append(name)
         }
         let expected = expectedColumns(info)
-        var problems: [String] = []
         let missing = info.columns.filter { found[$0] == nil } + (found[info.primaryKey.name] == nil ? [info.primaryKey.name] : [])
         let extra = order.filter { expected[$0] == nil }
         for name in missing {

@@ -44,7 +44,8 @@ struct SchemaRegistration {
         }
         if let stored {
             // Before anything is migrated: the tables must still be what the stored schema made them.
-            try SchemaDrift(connection: connection, schema: stored, catalog: try catalog(for: stored)).check(checkingTriggers: false)
+            try SchemaDrift(connection: connection, schema: stored, catalog: try catalog(for: stored), requiresStrict: (format ?? 0) >= SchemaSQL.strictTablesFormat)
+                .check(checkingTriggers: false)
         }
         if let stored, stored.version == schema.version {
             guard try Self.encode(stored) == encoded else {
@@ -62,7 +63,16 @@ struct SchemaRegistration {
                 try installTriggers(catalog)
             }
             if let format, format < 4 { try AliasValues.rebuild(connection: connection, catalog: catalog) }
+            if let format, format < SchemaSQL.strictTablesFormat {
+                try rebuildStrict(catalog)
+                try installTriggers(catalog)
+            }
             return catalog
+        }
+        if let format, format < SchemaSQL.strictTablesFormat, let stored {
+            // The tables as the stored schema made them become STRICT first; the migration then adds
+            // columns to STRICT tables.
+            try rebuildStrict(try catalog(for: stored))
         }
         try migrate(from: stored)
         try connection.execute(
@@ -73,6 +83,57 @@ struct SchemaRegistration {
         try moveLiveStates(of: catalog)
         try AliasValues.rebuild(connection: connection, catalog: catalog)
         return catalog
+    }
+
+    /// Format 5 → 6: every synced table is rebuilt `STRICT` with its CHECKs (``SchemaSQL/createTable(_:in:named:)``),
+    /// rows copied with their rowids (which `_ls_live` keys states by), the app's own indexes and
+    /// triggers on the table created again, logsync's triggers dropped first (the caller installs them
+    /// again). A row the new table refuses (a blob title, `'yes'` in a bool, a key that is not a UUID)
+    /// stops the open with an error that names the table and the rule, and changes nothing: in the same
+    /// transaction as the rest of registration.
+    private func rebuildStrict(_ catalog: Catalog) throws {
+        do {
+            for row in try connection.rows(
+                "SELECT type, name FROM sqlite_master WHERE (type = 'trigger' AND name LIKE '\\_ls\\_t%' ESCAPE '\\') OR (type = 'view' AND name LIKE '\\_ls\\_v%' ESCAPE '\\')")
+            {
+                guard case .text(let type) = row[0], case .text(let name) = row[1] else { continue }
+                try connection.execute("DROP \(type == "view" ? "VIEW" : "TRIGGER") IF EXISTS \(SchemaSQL.quote(name))")
+            }
+        }
+        // Renaming the new table must not rewrite or check other objects (the app's views may name the table).
+        try connection.execute("PRAGMA legacy_alter_table = ON")
+        defer { try? connection.execute("PRAGMA legacy_alter_table = OFF") }
+        for info in catalog.byID.values.sorted(by: { $0.id < $1.id }) {
+            let table = info.entity.name
+            let quoted = SchemaSQL.quote(table)
+            let own = try connection.rows(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL AND name NOT LIKE '\\_ls\\_%' ESCAPE '\\'",
+                [.text(table)]
+            ).compactMap { row -> String? in
+                if case .text(let sql) = row[0] { return sql }
+                return nil
+            }
+            let columns = ([info.primaryKey.name] + info.columns).map(SchemaSQL.quote).joined(separator: ", ")
+            let temporary = "_ls_strict_\(info.id)"
+            try connection.execute("DROP TABLE IF EXISTS \(SchemaSQL.quote(temporary))")
+            try connection.execute(SchemaSQL.createTable(info.entity, in: catalog.schema, named: temporary))
+            do {
+                try connection.execute(
+                    "INSERT INTO \(SchemaSQL.quote(temporary))(rowid, \(columns)) SELECT rowid, \(columns) FROM \(quoted) ORDER BY rowid")
+            } catch {
+                let detail = (Store.mapped(error, path: connection.path, doing: "copying \(quoted)")?.message) ?? "\(error)"
+                throw StoreError(
+                    .schema,
+                    "this logsync keeps synced tables STRICT, with the declared types checked for every writer, but \(quoted) holds a value "
+                        + "its declared type does not allow (\(detail)); another program stored it. Find the row with sqlite3 (for example "
+                        + "SELECT rowid, * FROM \(quoted) WHERE typeof(<column>) NOT IN ('<type>', 'null')), correct or delete it, "
+                        + "and open the store again; nothing was changed",
+                    path: connection.path, cause: error)
+            }
+            try connection.execute("DROP TABLE \(quoted)")
+            try connection.execute("ALTER TABLE \(SchemaSQL.quote(temporary)) RENAME TO \(quoted)")
+            for statement in own { try connection.execute(statement) }
+        }
     }
 
     /// Only rows of isolated entities keep their states in `_ls_live` (the merge inserts the others through

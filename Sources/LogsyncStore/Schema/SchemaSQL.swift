@@ -18,7 +18,12 @@ enum SchemaSQL {
     ///   `_ls_alias_value` finds hidden unique-key losers by value (entities with two or more unique keys).
     /// - 5: a row state whose registers share one clock stores it once, and one with a register per column
     ///   leaves out the column bits (``RowStateCoding``). Nothing is rewritten: format-4 states read the same.
-    static let formatVersion: Int64 = 5
+    /// - 6: synced tables are `STRICT`, with `CHECK` constraints for the types SQLite has no storage class
+    ///   for (bool, UUID text, UUID blob, and UUID keys): older stores' tables are rebuilt once when they
+    ///   open (``SchemaRegistration``), rowids kept.
+    static let formatVersion: Int64 = 6
+    /// The first format whose synced tables are `STRICT`.
+    static let strictTablesFormat: Int64 = 6
 
     /// The kind of an `_ls_log` row holding a run of inserts of one entity, their keys packed in `pk`: written
     /// only by the merge with triggers off (`MergeCapture.swift`), read as one insert per key.
@@ -108,6 +113,25 @@ enum SchemaSQL {
             at INTEGER NOT NULL,
             UNIQUE (node, first_seq, last_seq, location)
         );
+        CREATE TABLE IF NOT EXISTS _ls_refused(
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            location TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (node, first_seq, last_seq)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_dropped(
+            node TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER NOT NULL,
+            checksum INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (node, first_seq, last_seq)
+        ) WITHOUT ROWID;
         """
 
     /// The merge's row states (`docs/merge.md`), one per row ever seen, each in one of two tables.
@@ -196,13 +220,34 @@ enum SchemaSQL {
         let column = quote(key.name)
         switch key.type {
         case .uuidBlob: return "CHECK (typeof(\(column)) = 'blob' AND length(\(column)) = 16)"
-        default: return "CHECK (typeof(\(column)) = 'text' AND length(\(column)) = 36)"
+        default: return "CHECK (\(uuidShape(column)))"
+        }
+    }
+
+    /// A UUID as 36 bytes of text, hex digits of either case in groups 8-4-4-4-12: the same test as the
+    /// merge's (`ChangeRules`), so that a key or reference one node stores is one every node accepts.
+    /// `GLOB` stops at a NUL character; the byte length does not.
+    static func uuidShape(_ column: String) -> String {
+        let hex = "[0-9a-fA-F]"
+        let pattern = [8, 4, 4, 4, 12].map { String(repeating: hex, count: $0) }.joined(separator: "-")
+        return "typeof(\(column)) = 'text' AND length(CAST(\(column) AS BLOB)) = 36 AND \(column) GLOB '\(pattern)'"
+    }
+
+    /// The CHECK a column of `type` needs beyond its `STRICT` storage class, if any: bool is 0 or 1, a
+    /// UUID has its shape. NULL passes (NOT NULL says whether it may be NULL).
+    static func valueCheck(_ column: String, _ type: AttributeType) -> String? {
+        switch type {
+        case .bool: return "CHECK (\(column) IN (0, 1))"
+        case .uuid: return "CHECK (\(column) IS NULL OR (\(uuidShape(column))))"
+        case .uuidBlob: return "CHECK (\(column) IS NULL OR length(\(column)) = 16)"
+        case .text, .integer, .real, .blob, .date: return nil
         }
     }
 
     static func columnDefinition(_ attribute: Attribute) -> String {
         var sql = "\(quote(attribute.name)) \(columnType(attribute.type))"
         if !attribute.optional { sql += " NOT NULL" }
+        if let check = valueCheck(quote(attribute.name), attribute.type) { sql += " " + check }
         if let value = attribute.defaultValue {
             switch value {
             case .integer(let v): sql += " DEFAULT \(v)"
@@ -215,15 +260,19 @@ enum SchemaSQL {
 
     static func relationshipDefinition(_ relationship: Relationship, in schema: Schema) -> String {
         let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
-        return "\(quote(relationship.name)) \(columnType(type))"
+        let column = quote(relationship.name)
+        return "\(column) \(columnType(type))" + (valueCheck(column, type).map { " " + $0 } ?? "")
     }
 
-    static func createTable(_ entity: Entity, in schema: Schema) -> String {
+    /// A synced table: `STRICT`, so that no writer stores a value of another storage class than the
+    /// declared type's (SQLite converts what converts losslessly: an integer date becomes REAL, the text
+    /// `'1'` in an INTEGER column 1), with the CHECKs of ``valueCheck(_:_:)`` and ``keyCheck(_:)``.
+    static func createTable(_ entity: Entity, in schema: Schema, named name: String? = nil) -> String {
         let key = entity.primaryKey!
         var columns = ["\(quote(key.name)) \(columnType(key.type)) PRIMARY KEY NOT NULL \(keyCheck(key))"]
         columns += entity.attributes.map(columnDefinition)
         columns += entity.relationships.map { relationshipDefinition($0, in: schema) }
-        return "CREATE TABLE \(quote(entity.name)) (\n  " + columns.joined(separator: ",\n  ") + "\n)"
+        return "CREATE TABLE \(quote(name ?? entity.name)) (\n  " + columns.joined(separator: ",\n  ") + "\n) STRICT"
     }
 
     /// Every trigger (and the reference indexes they use) logsync installs for an entity, in order. The

@@ -21,6 +21,9 @@ public final class Store: Sendable {
     public let options: StoreOptions
 
     let catalog: Catalog
+    /// What a change from another node must be to be merged here (``ChangeRules``): checked where
+    /// segments are decoded, off the writer's thread.
+    package let changeRules: ChangeRules
     private let writer: Locked<WriterState>
     private let reader: Locked<Connection>
     private let checkpoints: Checkpoints
@@ -108,6 +111,7 @@ public final class Store: Sendable {
             let readerConnection = try Self.openConnection(path, options: options)
             try readerConnection.execute("PRAGMA query_only = 1")
             self.catalog = catalog
+            self.changeRules = ChangeRules(schema)
             self.nodeID = node
             let writer = Locked(
                 WriterState(connection: connection, clock: HybridLogicalClock(), nodes: try NodeTable(connection: connection)))
