@@ -3,6 +3,7 @@ import LogsyncControl
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncTestKit
+import LogsyncTransport
 import Testing
 
 /// syncd's `/metrics` (`[metrics] listen`), scraped from a running daemon and read with Prometheus's own
@@ -67,6 +68,19 @@ struct MetricsTests {
         #expect(try await a.syncctl(["trigger"]).status == 0)
         let held = try await PrometheusParser.parse(try await rawRequest(port: port, method: "GET", path: "/metrics").text).samples
         #expect(held.first { $0.name == "logsync_held_segments" && $0.labels["reason"] == "missing" }?.value == 1, "\(held.filter { $0.name.hasPrefix("logsync_held") })")
+
+        // A refused segment shows with the kind of its reason: an entity this schema does not declare.
+        let forger = UUID().uuidString.lowercased()
+        let forged = LogTransaction(
+            sequence: 1, timestamp: HLCTimestamp(physicalMilliseconds: WallClock.milliseconds(), logical: 0), author: "forger", contextName: nil,
+            changes: [LogChange(entity: "Nope", primaryKey: .text(UUID().uuidString.lowercased()), kind: .insert, causalLength: 1, values: ["x": 1])])
+        let bytes = try SegmentEncoder.encode(schemaVersion: cluster.schema.version, account: "test", node: NodeID(forger), transactions: [forged])
+        try FileManager.default.createDirectory(atPath: cluster.shared + "/test/" + forger, withIntermediateDirectories: true)
+        try Data(bytes).write(to: URL(fileURLWithPath: cluster.shared + "/test/" + forger + "/" + SegmentName(node: NodeID(forger), firstSequence: 1, lastSequence: 1).fileName))
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let refused = try await PrometheusParser.parse(try await rawRequest(port: port, method: "GET", path: "/metrics").text).samples
+            .filter { $0.name == "logsync_refused_segments" }
+        #expect(refused.count == 1 && refused.first?.value == 1 && refused.first?.labels["reason"]?.contains("schema") == true, "\(refused)")
     }
 
     @Test("only GET /metrics is served; a client that sends nothing is let go after its deadline and holds no scrape up")

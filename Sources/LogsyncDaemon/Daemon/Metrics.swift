@@ -99,6 +99,8 @@ enum MetricsText {
                held.sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value)) })
         family("logsync_quarantined_segments", "gauge", "Segments in quarantine, by reason.",
                Dictionary(grouping: status.quarantined, by: { reasonKind($0.reason) }).sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value.count)) })
+        family("logsync_refused_segments", "gauge", "Segments refused (they fail verification or do not fit this node's schema), each holding its node's stream, by reason.",
+               Dictionary(grouping: status.refused ?? [], by: { reasonKind($0.reason) }).sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value.count)) })
         one("logsync_ignored_files", "gauge", "Files in the shared folder that are not segments (temporary files, conflict copies, links, FIFOs).", Double(status.ignoredFiles))
         family("logsync_errors_total", "counter", "Errors since start, by kind.",
                MetricsCounters.ErrorKind.allCases.map { ([("kind", $0.rawValue)], Double(counters.errors[$0] ?? 0)) })
