@@ -56,4 +56,10 @@ extension DurableFiles {
         var info = stat()
         return lstat(path, &info) == 0
     }
+
+    /// The size of the file at `path` (a final link not followed); nil when there is none.
+    public static func size(of path: String) -> Int? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
 }

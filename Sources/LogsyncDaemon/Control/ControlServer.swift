@@ -27,6 +27,8 @@ final class ControlServer: Sendable {
     private let socket: UnixSocket
     private let logger: Logger
     private let clients = Mutex(Clients())
+    /// Signalled as each client's thread ends: a stop waits (bounded) for the `watch` clients to go.
+    private let watchersEnded = Wakeup()
 
     private struct Clients {
         var open: [Int: UnixSocket] = [:]
@@ -45,8 +47,8 @@ final class ControlServer: Sendable {
         socket = try UnixSocket.listen(at: path)
     }
 
-    /// Accepts clients on a thread of its own, answering them with `daemon`, until ``stop()``.
-    func start(daemon: SyncDaemon) {
+    /// Accepts clients on a thread of its own, answering them with `handler`, until ``stop()``.
+    func start(handler: ControlHandler) {
         let thread = Thread { [self] in
             while let client = socket.accept() {
                 guard let id = admit(client) else {
@@ -56,11 +58,12 @@ final class ControlServer: Sendable {
                 client.setReceiveTimeout(milliseconds: Self.requestDeadline)
                 client.setSendTimeout(milliseconds: Self.writeDeadline)
                 let worker = Thread { [self] in
-                    serve(client, id: id, daemon: daemon)
+                    serve(client, id: id, handler: handler)
                     clients.withLock { clients in
                         clients.open[id] = nil
                         clients.watching[id] = nil
                     }
+                    watchersEnded.signal()
                     client.shutdown()
                 }
                 worker.name = "syncd.control-client"
@@ -81,8 +84,7 @@ final class ControlServer: Sendable {
         }
         socket.shutdown()
         for queue in queues { queue.close() }
-        let deadline = ContinuousClock.now + Self.flushDeadline
-        while clients.withLock({ !$0.watching.isEmpty }), ContinuousClock.now < deadline { usleep(1_000) }
+        _ = watchersEnded.wait(timeout: Self.flushDeadline) { clients.withLock { $0.watching.isEmpty } }
         for client in clients.withLock({ Array($0.open.values) }) { client.shutdown() }
         unlink(path)
     }
@@ -124,7 +126,7 @@ final class ControlServer: Sendable {
         }
     }
 
-    private func serve(_ client: UnixSocket, id: Int, daemon: SyncDaemon) {
+    private func serve(_ client: UnixSocket, id: Int, handler: ControlHandler) {
         var reader = LineReader(client, maximumLine: Self.maximumRequestBytes)
         while !isStopped {
             let line: [UInt8]?
@@ -149,10 +151,10 @@ final class ControlServer: Sendable {
                 request = decoded
             }
             if request.command == .watch {
-                watch(request, client, id: id, daemon: daemon)
+                watch(request, client, id: id, handler: handler)
                 return
             }
-            guard send(daemon.handle(request), to: client) else { return }
+            guard send(handler.handle(request), to: client) else { return }
         }
     }
 
@@ -197,7 +199,7 @@ final class ControlServer: Sendable {
     }
 
     /// Streams events until the client goes away, falls behind, or the daemon stops.
-    private func watch(_ request: ControlRequest, _ client: UnixSocket, id: Int, daemon: SyncDaemon) {
+    private func watch(_ request: ControlRequest, _ client: UnixSocket, id: Int, handler: ControlHandler) {
         guard send(ControlResponse(id: request.id), to: client) else { return }
         let queue = EventQueue(limit: Self.watchQueueLimit)
         let admitted = clients.withLock { clients in
@@ -205,10 +207,10 @@ final class ControlServer: Sendable {
             return !clients.stopped
         }
         guard admitted else { return }
-        let subscription = daemon.subscribe(accountEvents: request.accountEvents ?? false, refusalEvents: request.refusalEvents ?? false) { queue.offer($0) }
-        defer { daemon.unsubscribe(subscription) }
+        let subscription = handler.events.subscribe(accountEvents: request.accountEvents ?? false, refusalEvents: request.refusalEvents ?? false) { queue.offer($0) }
+        defer { handler.events.unsubscribe(subscription) }
         while true {
-            switch queue.next(waitingAtMost: 0.25) {
+            switch queue.next(waitingAtMost: .milliseconds(250)) {
             case .event(let event):
                 var response = ControlResponse(id: request.id)
                 response.event = event
@@ -271,7 +273,7 @@ final class EventQueue: Sendable {
 
     private let limit: Int
     private let state = Mutex(State())
-    private let available = DispatchSemaphore(value: 0)
+    private let available = Wakeup()
 
     init(limit: Int) { self.limit = limit }
 
@@ -299,8 +301,8 @@ final class EventQueue: Sendable {
     var isClosed: Bool { state.withLock { $0.closed } }
 
     /// The next event, `.overflowed` once the queue has overflowed, `.closed` once closed and empty, or
-    /// `.idle` after `seconds` without any of these.
-    func next(waitingAtMost seconds: Double) -> Next {
+    /// `.idle` after `timeout` without any of these.
+    func next(waitingAtMost timeout: Duration) -> Next {
         while true {
             let next: Next? = state.withLock { state in
                 if state.overflowed { return .overflowed }
@@ -308,7 +310,7 @@ final class EventQueue: Sendable {
                 return state.closed ? .closed : nil
             }
             if let next { return next }
-            if available.wait(timeout: .now() + seconds) == .timedOut { return .idle }
+            if !available.wait(timeout: timeout) { return .idle }
         }
     }
 }

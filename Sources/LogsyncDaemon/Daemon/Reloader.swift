@@ -4,24 +4,54 @@ import LogsyncPlatform
 import LogsyncRelayTransport
 import LogsyncSync
 import LogsyncSyncthing
+import LogsyncStore
 import LogsyncSystemd
+import LogsyncCore
+import Synchronization
 
 /// `syncctl reload` and SIGHUP: the settings a running daemon can take without a restart, and the files
-/// its keys name read again (`docs/operations.md`, "Reload").
-extension SyncDaemon {
+/// its keys name read again (`docs/operations.md`, "Reload"). One reload at a time (its one lock): SIGHUP
+/// and `syncctl reload` may ask at once.
+final class Reloader: Sendable {
+    private let running = Mutex(())
+    let settings: SettingsInForce
+    let mount: StoreMount
+    let board: StatusBoard
+    let accounts: AccountStores
+    let schema: Schema
+    let syncthing: SyncthingNudge?
+    let notifier: SystemdNotifier
+    let logLevel: LogLevelSetting
+    let logger: Logger
+
+    init(
+        settings: SettingsInForce, mount: StoreMount, board: StatusBoard, accounts: AccountStores, schema: Schema, syncthing: SyncthingNudge?,
+        notifier: SystemdNotifier, logLevel: LogLevelSetting, logger: Logger
+    ) {
+        self.settings = settings
+        self.mount = mount
+        self.board = board
+        self.accounts = accounts
+        self.schema = schema
+        self.syncthing = syncthing
+        self.notifier = notifier
+        self.logLevel = logLevel
+        self.logger = logger
+    }
+
     /// Re-reads the configuration file. Settings that need a restart (store, schema, account, shared
-    /// folder, socket, `[relay]`, `[syncthing]`) are reported and left as they are; a file with errors
-    /// changes nothing. The relay token and the Syncthing API key are read again from their files and used
-    /// from the next request (a rotated secret); a schema file changed in place is reported as needing a
-    /// restart. One reload at a time: SIGHUP and `syncctl reload` may ask at once.
-    public func reload() -> ReloadResult {
-        reloading.withLock { _ in reloadAlone() }
+    /// folder, socket, `[relay]`, `[syncthing]`, `[metrics]`) are reported and left as they are; a file with
+    /// errors changes nothing. The relay token and the Syncthing API key are read again from their files
+    /// and used from the next request (a rotated secret); a schema file changed in place is reported as
+    /// needing a restart.
+    func reload() -> ReloadResult {
+        running.withLock { _ in reloadAlone() }
     }
 
     private func reloadAlone() -> ReloadResult {
         notifier.reloading()
-        defer { notifier.ready(status: statusLine()) }
-        let old = configuration
+        defer { notifier.ready(status: board.statusLine()) }
+        let old = settings.current
         let file = old.source == "embedded defaults" ? nil : old.source
         let new: DaemonConfiguration
         let secrets: Secrets
@@ -36,7 +66,9 @@ extension SyncDaemon {
         }
         // Every key a reload applies is taken from the file; every other one that changed needs a restart
         // (DaemonConfiguration.keys says which is which), except where it does not matter now:
-        var (applied, needsRestart) = DaemonConfiguration.reloaded(from: old, to: new)
+        let reloaded = DaemonConfiguration.reloaded(from: old, to: new)
+        let applied = reloaded.applied
+        var needsRestart = reloaded.needsRestart
         needsRestart.removeAll { key in
             switch key {
             // once a switch has happened, the active account is the one syncctl account chose;
@@ -48,20 +80,10 @@ extension SyncDaemon {
         }
         if schemaChanged, !needsRestart.contains("store.schema") { needsRestart.append("store.schema") }
         logLevel.configure(Logger.Level(rawValue: new.logLevel) ?? .info)
-        state.withLock { $0.configuration = applied }
+        settings.replace(with: applied)
         // The loop's rounds and the control commands (prune, status) use the mounted engine: both get the
-        // new settings.
-        let engine = mounted.withLock { mounted -> SyncEngine? in
-            let engine = mounted?.engine.map { $0.reconfigured(to: applied) }
-            mounted?.engine = engine
-            return engine
-        }
-        loop.reconfigure(engine: engine, maximumBackoffMilliseconds: applied.maximumBackoffMilliseconds)
-        // Only a running watcher is replaced: after stopWatchers() (a switch letting go of its store) none is
-        // started on the store being let go of.
-        if new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds, state.withLock({ $0.arrivalsWatcher != nil }) {
-            watchArrivals(rescanIntervalMilliseconds: new.rescanIntervalMilliseconds)
-        }
+        // new settings, and the folder's watcher the new rescan interval.
+        mount.reconfigure(rescanChanged: new.rescanIntervalMilliseconds != old.rescanIntervalMilliseconds)
         var message = "reloaded \(file ?? "embedded defaults")"
         for (name, secret) in [("relay token", secrets.relayToken), ("Syncthing API key", secrets.syncthingKey)] {
             guard let secret, secret.use() else { continue }
@@ -91,8 +113,8 @@ extension SyncDaemon {
         var secrets = Secrets()
         // The mounted store's transport. A switch's next one is installed under the reload lock and reads
         // its token again then, so a token rotated while it was being made is not missed.
-        let relay = mounted.withLock { mounted -> (account: String, transport: RelayTransport)? in
-            guard let account = mounted?.account, let transport = mounted?.transport as? RelayTransport else { return nil }
+        let relay: (account: String, transport: RelayTransport)? = mount.current.flatMap { mounted in
+            guard let account = mounted.account, let transport = mounted.transport as? RelayTransport else { return nil }
             return (account, transport)
         }
         if let connection = new.relay, connection == old.relay, let relay {
@@ -110,6 +132,6 @@ extension SyncDaemon {
     /// unreadable or invalid file fails the reload: the next start would refuse it.
     private func schemaFileChanged(old: DaemonConfiguration, new: DaemonConfiguration) throws -> Bool {
         guard let path = new.schemaPath, path == old.schemaPath else { return false }
-        return try Self.readSchema(path) != schema
+        return try StoreMount.readSchema(path) != schema
     }
 }

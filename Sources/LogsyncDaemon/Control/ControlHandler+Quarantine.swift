@@ -6,7 +6,8 @@ import LogsyncSync
 import LogsyncSystemd
 import LogsyncTransport
 
-extension SyncDaemon {
+/// `syncctl quarantine list|release|drop` (`docs/operations.md`, "Refused segments").
+extension ControlHandler {
     /// `quarantine_list`, `quarantine_release` and `quarantine_drop`: fills `response.quarantine` and
     /// returns the failure to answer with, if any. A release or a drop wakes the sync loop, so that the
     /// segment (or what follows it) is read at once.
@@ -33,7 +34,7 @@ extension SyncDaemon {
                 }
                 message = "DROPPED \(Self.operatorName(name)) for good: its transactions are never applied on this node; node \(name.node)'s stream goes on after it. It had been refused because \(dropped.reason)"
                 logger.critical("\(message!)", metadata: ["message_id": "\(MessageID.dropped)", "segment": "\(name)"])
-                publish(DaemonEvent(kind: .dropped, at: Int64(clamping: WallClock.milliseconds()), message: message!))
+                events.publish(.dropped, message!)
             }
             loop.wake()
         }

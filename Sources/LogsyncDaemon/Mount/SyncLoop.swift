@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import LogsyncControl
 import LogsyncPlatform
@@ -28,7 +27,7 @@ final class SyncLoop: Sendable {
         var started = 0
         var finished = 0
         var outcomes: [Int: Outcome] = [:]
-        var backoffUntil: DispatchTime?
+        var backoffUntil: ContinuousClock.Instant?
         var failures = 0
         var running = false
         /// Why the loop no longer syncs (a damaged store), when it does not.
@@ -40,12 +39,12 @@ final class SyncLoop: Sendable {
         var engine: SyncEngine?
         /// A round is running (with the engine it was given).
         var inRound = false
-        var maximumBackoff: Double
-        /// Triggers waiting for a round to finish.
-        var waiters: [Int: DispatchSemaphore] = [:]
+        var maximumBackoff: Duration
+        /// Callers waiting for a round to end, a stop, or the loop's thread to end.
+        var waiters: [Int: Wakeup] = [:]
         var nextWaiter = 0
 
-        /// Wakes every waiting trigger (they check what they wait for themselves).
+        /// Wakes every waiting caller (they check what they wait for themselves).
         func wakeWaiters() {
             for waiter in waiters.values { waiter.signal() }
         }
@@ -53,16 +52,14 @@ final class SyncLoop: Sendable {
 
     private let state: Mutex<State>
     /// Signalled whenever there may be something for the loop's thread to do.
-    private let wakeup = DispatchSemaphore(value: 0)
-    /// Signalled once when the loop's thread ends.
-    private let ended = DispatchSemaphore(value: 0)
+    private let wakeup = Wakeup()
     /// Called from the loop's own thread at least every `heartbeatInterval`: if the loop hangs, the
     /// heartbeats (systemd's watchdog pings) stop.
     private let heartbeat: @Sendable () -> Void
-    private let heartbeatInterval: Double
+    private let heartbeatInterval: Duration
 
-    init(engine: SyncEngine?, maximumBackoffMilliseconds: Int, heartbeatInterval: Double = 3_600, heartbeat: @escaping @Sendable () -> Void = {}) {
-        state = Mutex(State(engine: engine, maximumBackoff: Double(maximumBackoffMilliseconds) / 1000))
+    init(engine: SyncEngine?, maximumBackoffMilliseconds: Int, heartbeatInterval: Duration = .seconds(3_600), heartbeat: @escaping @Sendable () -> Void = {}) {
+        state = Mutex(State(engine: engine, maximumBackoff: .milliseconds(maximumBackoffMilliseconds)))
         self.heartbeat = heartbeat
         self.heartbeatInterval = heartbeatInterval
     }
@@ -71,21 +68,29 @@ final class SyncLoop: Sendable {
     func reconfigure(engine: SyncEngine?, maximumBackoffMilliseconds: Int) {
         state.withLock { state in
             if state.engine != nil { state.engine = engine }
-            state.maximumBackoff = Double(maximumBackoffMilliseconds) / 1000
+            state.maximumBackoff = .milliseconds(maximumBackoffMilliseconds)
         }
     }
 
     /// Stops running rounds on the current engine (an account switch lets go of its store): no round
-    /// starts after this, and it waits up to `seconds` for the one in progress to end. Returns whether
+    /// starts after this, and it waits up to `timeout` for the one in progress to end. Returns whether
     /// no round runs any more.
-    func detach(within seconds: Double) -> Bool {
+    func detach(within timeout: Duration) -> Bool {
         state.withLock { $0.engine = nil }
-        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while state.withLock({ $0.inRound }) {
-            guard ContinuousClock.now < deadline else { return false }
-            usleep(2_000)
+        return waitFor(timeout: timeout) { !$0.inRound } ?? false
+    }
+
+    /// Waits until `condition` holds of the loop's state, looking again whenever a round ends, the loop
+    /// stops or halts; true when it held, nil when `timeout` passed first.
+    private func waitFor(timeout: Duration, _ condition: @escaping (State) -> Bool) -> Bool? {
+        let waiter = Wakeup()
+        let id = state.withLock { state in
+            state.nextWaiter += 1
+            state.waiters[state.nextWaiter] = waiter
+            return state.nextWaiter
         }
-        return true
+        defer { _ = state.withLock { $0.waiters.removeValue(forKey: id) } }
+        return waiter.wait(timeout: timeout) { state.withLock { condition($0) } } ? true : nil
     }
 
     /// Runs rounds on `engine` from now on, starting with one at once. An account switch attaches
@@ -113,7 +118,6 @@ final class SyncLoop: Sendable {
                 state.running = false
                 state.wakeWaiters()
             }
-            ended.signal()
         }
         thread.name = "syncd.sync-loop"
         thread.start()
@@ -127,39 +131,27 @@ final class SyncLoop: Sendable {
 
     /// Runs a round now (also during backoff) and waits up to `timeout` for it; nil on timeout or when
     /// the loop stops first. A halted loop answers at once with why.
-    func trigger(timeout: Double) -> Outcome? {
-        let signal = DispatchSemaphore(value: 0)
-        let (wanted, id, halted) = state.withLock { state in
-            state.nextWaiter += 1
-            state.waiters[state.nextWaiter] = signal
+    func trigger(timeout: Duration) -> Outcome? {
+        let (wanted, halted) = state.withLock { state in
             state.pending = true
             state.backoffUntil = nil
-            return (state.started + 1, state.nextWaiter, state.halted)
+            return (state.started + 1, state.halted)
         }
-        defer { _ = state.withLock { $0.waiters.removeValue(forKey: id) } }
         if let halted {
             let now = Int64(WallClock.milliseconds())
             return .failed(halted, SyncSummary(round: 0, startedAt: now, finishedAt: now, ok: false, published: 0, appliedSegments: 0, appliedTransactions: 0, error: halted))
         }
         wakeup.signal()
-        let deadline = DispatchTime.now() + timeout
-        while true {
-            let done: Outcome?? = state.withLock { state in
-                if state.finished >= wanted { return .some(state.outcomes[wanted] ?? state.outcomes[state.finished]) }
-                if state.stopping || !state.running { return .some(nil) }
-                return nil
-            }
-            if let done { return done }
-            if signal.wait(timeout: deadline) == .timedOut { return nil }
-        }
+        guard waitFor(timeout: timeout, { $0.finished >= wanted || $0.stopping || !$0.running }) != nil else { return nil }
+        return state.withLock { state in state.finished >= wanted ? state.outcomes[wanted] ?? state.outcomes[state.finished] : nil }
     }
 
     /// Milliseconds until the next retry, while backing off.
     var retryIn: Int? {
         state.withLock { state in
             state.backoffUntil.map { until in
-                let now = DispatchTime.now().uptimeNanoseconds
-                return until.uptimeNanoseconds > now ? Int((until.uptimeNanoseconds - now) / 1_000_000) : 0
+                let left = until - ContinuousClock.now
+                return left > .zero ? Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000) : 0
             }
         }
     }
@@ -183,30 +175,27 @@ final class SyncLoop: Sendable {
     /// ended within `seconds`. Stopping between batches loses nothing: each batch is committed with its
     /// cursor.
     @discardableResult
-    func stop(within seconds: Double) -> Bool {
-        let (running, cancellation) = state.withLock { state in
+    func stop(within timeout: Duration) -> Bool {
+        let cancellation = state.withLock { state in
             state.stopping = true
             state.wakeWaiters()
-            return (state.running, state.cancellation)
+            return state.cancellation
         }
         cancellation.cancel()
         wakeup.signal()
-        guard running else { return true }
-        guard ended.wait(timeout: .now() + seconds) == .success else { return false }
-        ended.signal()
-        return true
+        return waitFor(timeout: timeout) { !$0.running } ?? false
     }
 
     private enum Next {
         case stop
         case run(round: Int, engine: SyncEngine, cancellation: Cancellation)
-        case sleep(until: DispatchTime)
+        case sleep(until: ContinuousClock.Instant)
     }
 
     private func loop(onStart: @Sendable (Int) -> Void, onRound: @Sendable (Outcome) -> Void) {
-        var nextBeat = DispatchTime.now()
+        var nextBeat = ContinuousClock.now
         while true {
-            let now = DispatchTime.now()
+            let now = ContinuousClock.now
             if now >= nextBeat {
                 heartbeat()
                 nextBeat = now + heartbeatInterval
@@ -228,11 +217,11 @@ final class SyncLoop: Sendable {
             case .stop:
                 return
             case .sleep(let until):
-                _ = wakeup.wait(timeout: until)
+                wakeup.wait(until: until)
                 continue
             case .run(let round, let engine, let cancellation):
                 heartbeat()
-                nextBeat = DispatchTime.now() + heartbeatInterval
+                nextBeat = ContinuousClock.now + heartbeatInterval
                 if round > 1 { FaultInjection.hang("loop.hang") }
                 onStart(round)
                 let outcome = run(round, engine, cancellation)
@@ -247,8 +236,8 @@ final class SyncLoop: Sendable {
                         state.backoffUntil = nil
                     case .failed:
                         state.failures += 1
-                        let delay = min(state.maximumBackoff, 0.5 * pow(2, Double(min(state.failures - 1, 16))))
-                        state.backoffUntil = DispatchTime.now() + delay
+                        let delay = min(state.maximumBackoff, .milliseconds(500) * (1 << min(state.failures - 1, 16)))
+                        state.backoffUntil = ContinuousClock.now + delay
                         state.pending = true
                     }
                     state.wakeWaiters()

@@ -1,0 +1,133 @@
+import Logging
+import LogsyncControl
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncStore
+import LogsyncSync
+import LogsyncSystemd
+
+/// Answers control requests (all but `watch`, which ``ControlServer`` streams from the ``EventHub``),
+/// each from the part of the daemon that knows. Holds nothing of its own.
+struct ControlHandler: Sendable {
+    let mount: StoreMount
+    let loop: SyncLoop
+    let board: StatusBoard
+    let events: EventHub
+    let switcher: AccountSwitcher
+    let reloader: Reloader
+    let reader: StatusReader
+    let logger: Logger
+
+    /// Whether the daemon is stopping (a trigger that did not complete says so).
+    let stopping: @Sendable () -> Bool
+
+    func handle(_ request: ControlRequest) -> ControlResponse {
+        var response = ControlResponse(id: request.id)
+        func fail(_ code: ControlFailure.Code, _ message: String) {
+            response.ok = false
+            response.error = ControlFailure(code, message)
+        }
+        do {
+            switch request.command {
+            case .status:
+                response.status = try reader.status()
+            case .peers:
+                response.peers = try reader.status().peers
+            case .history:
+                response.history = try history(limit: max(1, min(request.limit ?? 20, 10_000)))
+            case .trigger:
+                let timeout = Self.timeout(request.timeoutMilliseconds, default: .seconds(30))
+                if let reason = switcher.notSyncing() {
+                    fail(.syncFailed, reason)
+                    break
+                }
+                switch loop.trigger(timeout: timeout) {
+                case nil:
+                    if stopping() {
+                        fail(.shuttingDown, "syncd is stopping; the round did not complete")
+                    } else {
+                        fail(.timeout, "the sync did not complete within \(timeout)")
+                    }
+                case .completed(let report, let summary)?:
+                    response.trigger = TriggerResult(
+                        summary: summary, published: report.published.map(\.description), applied: report.applied.map(\.description),
+                        waiting: Dictionary(uniqueKeysWithValues: report.waiting.map { ($0.key.rawValue, $0.value) }),
+                        waitingReasons: Dictionary(uniqueKeysWithValues: report.waitingReasons.map { ($0.key.rawValue, $0.value) }),
+                        rejected: report.rejected.map(\.description), quarantined: report.quarantined.map(\.description))
+                    if report.interrupted { fail(.shuttingDown, "syncd is stopping; the round stopped before it completed") }
+                case .failed(let error, let summary)?:
+                    fail(.syncFailed, error)
+                    response.trigger = TriggerResult(
+                        summary: summary, published: [], applied: [], waiting: [:], waitingReasons: [:], rejected: [], quarantined: [])
+                }
+            case .reload:
+                let result = reloader.reload()
+                response.reload = result
+                if !result.ok { fail(.reloadFailed, result.message) }
+            case .check:
+                let result = try check(timeLimit: Self.timeout(request.timeoutMilliseconds, default: .seconds(600)))
+                response.check = result
+                if !result.intact {
+                    fail(.damaged, "the store is damaged; syncing has stopped: \(result.problems.prefix(3).joined(separator: "; "))")
+                } else if !result.complete {
+                    fail(.timeout, "the check did not finish in time (nothing wrong up to there)")
+                }
+            case .prune, .prunePlan:
+                guard let engine = mount.engine else {
+                    fail(.syncFailed, switcher.notSyncing() ?? "no store is mounted")
+                    break
+                }
+                guard engine.configuration.retention.enabled else {
+                    fail(.badRequest, "retention is off ([retention] enabled = false): nothing is pruned")
+                    break
+                }
+                response.retention = try engine.prune(dryRun: request.command == .prunePlan)
+            case .quarantineList, .quarantineRelease, .quarantineDrop:
+                guard let engine = mount.engine else {
+                    fail(.syncFailed, switcher.notSyncing() ?? "no store is mounted")
+                    break
+                }
+                if let (code, message) = try quarantine(request, engine: engine, into: &response) { fail(code, message) }
+            case .watch:
+                fail(.badRequest, "watch is a stream: send it on a connection of its own")
+            case .accountStatus, .accountList:
+                response.accounts = switcher.report()
+            case .accountSwitch, .accountLogout:
+                let outcome = switcher.request(request)
+                response.accounts = switcher.report()
+                if let (code, message) = outcome { fail(code, message) }
+            }
+        } catch {
+            fail(.internalError, String(describing: error))
+        }
+        return response
+    }
+
+    /// A request's `timeout_ms`, within an hour.
+    private static func timeout(_ milliseconds: Int?, default duration: Duration) -> Duration {
+        milliseconds.map { .milliseconds(min(max($0, 0), 3_600_000)) } ?? duration
+    }
+
+    func history(limit: Int) throws -> [HistoryEntry] {
+        try switcher.mountedStore().recentHistory(limit: limit).map {
+            HistoryEntry(
+                token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), time: $0.timestamp.wallClockDescription, author: $0.author,
+                context: $0.contextName, origin: $0.origin.description, changes: $0.changes.count)
+        }
+    }
+
+    /// SQLite's full `integrity_check` of the store, on a connection of its own (the sync loop goes on
+    /// meanwhile). Damage halts syncing.
+    func check(timeLimit: Duration) throws -> CheckResult {
+        let report = try switcher.mountedStore().checkIntegrity(full: true, timeLimit: timeLimit)
+        let milliseconds = Int(report.elapsed.components.seconds * 1000 + report.elapsed.components.attoseconds / 1_000_000_000_000_000)
+        if !report.isIntact {
+            let reason = "syncctl check found the store damaged: \(report.problems.prefix(3).joined(separator: "; ")); syncing stopped so that the damage cannot spread. "
+                + "Restore the store from a backup, or move it aside and restart syncd to rebuild it from the shared folder"
+            logger.critical("\(reason)", metadata: ["message_id": "\(MessageID.damaged)"])
+            loop.halt(reason)
+            board.tellSystemd()
+        }
+        return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
+    }
+}

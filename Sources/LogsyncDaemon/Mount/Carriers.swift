@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import LogsyncControl
+import LogsyncCore
+import LogsyncRelayTransport
+import LogsyncSyncthing
+import LogsyncSystemd
+import LogsyncTransport
+
+/// How the daemon reaches an account's logs: the one place that chooses the carrier for a store —
+/// the shared folder (with Syncthing asked to scan after each publish, `[syncthing]`) or the relay
+/// (`[relay]`). Tests hand the daemon another (an in-memory transport) to run its parts in one process.
+struct Carriers: Sendable {
+    /// The transport of `account`'s logs for the store of node `node`.
+    let transport: @Sendable (_ configuration: DaemonConfiguration, _ account: String, _ node: NodeID) throws -> any Transport
+    /// Asks Syncthing to scan this node's folder after each publish; nil without `[syncthing]`.
+    let syncthing: SyncthingNudge?
+
+    init(transport: @escaping @Sendable (DaemonConfiguration, String, NodeID) throws -> any Transport, syncthing: SyncthingNudge? = nil) {
+        self.transport = transport
+        self.syncthing = syncthing
+    }
+
+    /// The carriers `configuration` names: the shared folder or the relay, with the Syncthing nudge read
+    /// now (its API key from its file).
+    static func configured(_ configuration: DaemonConfiguration, logger: Logger) throws -> Carriers {
+        let syncthing = try syncthingNudge(configuration, logger: logger)
+        return Carriers(
+            transport: { configuration, account, node in
+                guard let connection = configuration.relay else {
+                    var published: (@Sendable (String) -> Void)?
+                    if let syncthing { published = { folder in syncthing.request(nodeFolder: folder) } }
+                    return try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node, published: published)
+                }
+                let client: RelayClientSettings
+                do {
+                    client = try connection.clientSettings(account: account)
+                } catch {
+                    throw DaemonError(.setup, "cannot use the relay \(connection.url): \(error)")
+                }
+                return RelayTransport(settings: client, node: node)
+            },
+            syncthing: syncthing)
+    }
+
+    /// `[syncthing]`: after each publish to the shared folder, Syncthing is asked to scan this node's
+    /// folder (`docs/carriers.md`). The requests run on the nudge's own thread; failures go to status and,
+    /// once per cause, to the journal, and never stop syncing. Nil without `[syncthing]`.
+    static func syncthingNudge(_ configuration: DaemonConfiguration, logger: Logger) throws -> SyncthingNudge? {
+        guard let connection = configuration.syncthing, configuration.relay == nil else { return nil }
+        let key: String
+        do {
+            key = try SyncthingConnection.apiKey.read(connection.apiKeyFile)
+        } catch {
+            throw DaemonError(.setup, "cannot ask Syncthing at \(connection.url) to scan: \(error)")
+        }
+        let client = SyncthingClient(url: connection.url, apiKey: key, timeoutMilliseconds: connection.timeoutMilliseconds)
+        return SyncthingNudge(client: client, folderID: connection.folderID) { event in
+            switch event {
+            case .failed(let message):
+                logger.warning(
+                    "Syncthing did not take the request to scan this node's folder (syncing goes on; its watcher still carries the segments, later): \(message)",
+                    metadata: ["message_id": "\(MessageID.syncthingFailed)"])
+            case .recovered(let message):
+                logger.notice("\(message)", metadata: ["message_id": "\(MessageID.syncthingRecovered)"])
+            }
+        }
+    }
+}
