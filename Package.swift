@@ -139,7 +139,7 @@ let package = Package(
         ),
         // For tests and benchmarks alike: temp directories, real child processes, deadline-bounded waits,
         // SyncdCluster.
-        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing"]),
+        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncTransport"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
@@ -148,7 +148,7 @@ let package = Package(
             name: "LogsyncDaemonTests",
             dependencies: [
                 "LogsyncControl", "LogsyncDaemon", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncSystemd", "LogsyncTestKit",
-                "LogsyncTransport",
+                "LogsyncTransport", .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "LogsyncRelayTests",

@@ -22,14 +22,14 @@ public final class SyncDaemon: Sendable {
     public var configuration: DaemonConfiguration { settings.current }
     public var nodeID: String { mount.store?.nodeID ?? "" }
 
-    private let settings: SettingsInForce
-    private let mount: StoreMount
+    let settings: SettingsInForce
+    let mount: StoreMount
     private let loop: SyncLoop
     private let board: StatusBoard
     private let events: EventHub
-    private let switcher: AccountSwitcher
+    let switcher: AccountSwitcher
     private let reloader: Reloader
-    private let handler: ControlHandler
+    let handler: ControlHandler
     private let server: ControlServer
     private let metrics: MetricsServer?
     private let carriers: Carriers
