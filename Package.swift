@@ -8,6 +8,7 @@
 //   CSpawn            the one place that crosses into glibc's GNU extensions for children (closefrom, pipe2)
 //   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno, posix_spawn
 //   LogsyncCore       pure: values, schema, hybrid logical clock, history types, merge rules, segment codec
+//   LogsyncSQLite     the SQLite driver: a connection, its statements, its errors (the store and the relay use it)
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
 //   LogsyncContexts   the app-facing API: container, contexts, Codable records, fetch, merge, observation
 //   LogsyncTransport  moving segments between nodes: the Transport protocol, the shared directory
@@ -58,7 +59,8 @@ let package = Package(
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
         .systemLibrary(name: "CSpawn", path: "Sources/CSpawn"),
         .target(name: "LogsyncPlatform", dependencies: ["CSpawn"]),
-        .target(name: "LogsyncStore", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncSQLite", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncStore", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncSQLite"]),
         .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
@@ -71,7 +73,7 @@ let package = Package(
         .target(
             name: "LogsyncRelay",
             dependencies: [
-                "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport",
+                "LogsyncCore", "LogsyncPlatform", "LogsyncSQLite", "LogsyncTransport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -125,7 +127,7 @@ let package = Package(
         .executableTarget(
             name: "logsync-bench",
             dependencies: [
-                "CSQLite",
+                "CSQLite", "LogsyncSQLite",
                 "LogsyncContexts",
                 "LogsyncCore",
                 "LogsyncPlatform",
@@ -141,9 +143,9 @@ let package = Package(
         // SyncdCluster.
         .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncTransport"]),
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "CSQLite", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "LogsyncSQLite", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncPlatform", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [

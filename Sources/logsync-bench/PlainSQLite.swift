@@ -1,4 +1,5 @@
 import CSQLite
+import LogsyncSQLite
 
 /// A raw libsqlite3 connection for baselines: no logsync, opened with the same pragmas a `Store` uses
 /// (WAL, synchronous=NORMAL, foreign_keys, recursive_triggers, busy timeout 5000 ms, no memory statistics).

@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// The store replaces SQLite's automatic checkpoint with its own (`Store/Checkpoints.swift`): passive
 /// checkpoints after the writer lock is released, on the committing thread or on a checkpoint thread

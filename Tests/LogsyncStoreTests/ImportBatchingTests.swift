@@ -4,6 +4,7 @@ import LogsyncPlatform
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// Imports group remote transactions into as few SQLite transactions as no writer waits for
 /// (`ImportBatching`, `Sync/SegmentImport.swift`). Each test watches where batches end by reading, through

@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// Row states of imported rows kept by the row's rowid (`_ls_live`), and their moves to `_ls_row`.
 @Suite("Row states stored by rowid")

@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// The merge writes synced tables with the writer connection's triggers off and records their history
 /// itself (`MergeCapture.swift`), unless an app's own trigger on a synced table must see those writes.

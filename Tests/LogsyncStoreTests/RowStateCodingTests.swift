@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// The byte form of row states (`RowStateCoding.swift`): every state reads back as it was written, the
 /// states of store format 4 still read, and a row written once costs one clock.

@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// Text and blobs are bound from buffers the statement owns (`Statement.swift`): what SQLite reads must
 /// always be the value bound last, whatever its size, and survive the caller's copy going away.

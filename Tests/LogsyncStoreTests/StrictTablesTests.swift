@@ -3,6 +3,7 @@ import LogsyncCore
 @testable import LogsyncStore
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// Synced tables keep their declared types for every writer (`docs/history.md`, "Declared types hold
 /// for every writer"): the sqlite3 shell, a real process that is not logsync, cannot store what the

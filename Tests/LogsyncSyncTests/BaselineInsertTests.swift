@@ -4,6 +4,7 @@ import LogsyncCore
 import LogsyncSync
 import LogsyncTestKit
 import Testing
+import LogsyncSQLite
 
 /// A baseline's first inserts prepared on the decoding thread (`BaselineInserts`) leave a store exactly as
 /// merging the same rows does: the same tables, states, nodes, cursors and history, into an empty store,

@@ -1,8 +1,7 @@
-import CSQLite
 import Crypto
 import Foundation
 import LogsyncCore
-import LogsyncStore
+import LogsyncSQLite
 
 /// The one thread that writes to the relay's database: segment pushes, and the writes of bounded growth
 /// (progress records, baseline chunks, deletions). Writes queue up while it commits; it then takes all of
@@ -181,7 +180,7 @@ final class GroupCommitWriter: @unchecked Sendable {
             return { for answer in answers { answer() } }
         } catch {
             try? connection.execute("ROLLBACK")
-            let full = error.code == SQLITE_FULL
+            let full = error.isFull
             let failure = RelayError(
                 full ? .quotaExceeded : .storage,
                 full ? "the relay's disk is full: nothing was stored; free space on the relay and send again"

@@ -1,6 +1,5 @@
-import CSQLite
 import LogsyncCore
-import LogsyncStore
+import LogsyncSQLite
 
 /// What the writer thread runs, one function per kind of write, each inside the batch's transaction
 /// (``GroupCommitWriter``). A refusal returns a failure before or instead of writing; the savepoint

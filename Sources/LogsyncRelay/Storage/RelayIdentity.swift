@@ -1,7 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
-import LogsyncStore
+import LogsyncSQLite
 
 /// Which history a relay serves: its database's id, made when the database is created (a copy or a
 /// restored backup keeps it), and an epoch that changes when the database's history went backwards

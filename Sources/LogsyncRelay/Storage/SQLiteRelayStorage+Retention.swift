@@ -1,5 +1,5 @@
 import LogsyncCore
-import LogsyncStore
+import LogsyncSQLite
 
 /// Progress records and baselines in the relay's database. A baseline is kept as chunks of at most
 /// ``RelayAPI/baselineChunkBytes`` (one row each), written as its upload arrives and read back one at a

@@ -1,10 +1,9 @@
-import CSQLite
 import Crypto
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
-import LogsyncStore
 import Synchronization
+import LogsyncSQLite
 
 /// The relay's storage in one SQLite file (WAL, `synchronous=FULL`): accounts, token digests and the
 /// segments themselves. Pushes go through one writer thread that commits whatever is queued in one

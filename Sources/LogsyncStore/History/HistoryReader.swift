@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncSQLite
 
 /// Reads sealed history transactions from the log, one streaming pass over `_ls_log`.
 struct HistoryReader {

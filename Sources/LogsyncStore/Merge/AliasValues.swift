@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// Hidden unique-key losers, found by the values of their unique keys (`_ls_alias_value`).
 ///

@@ -1,5 +1,6 @@
 import LogsyncCore
 import Synchronization
+import LogsyncSQLite
 
 /// The first insert of a row of an isolated entity, prepared off the writer's thread: what the merge's
 /// fast path for a new row (`RemoteApply.swift`) computes and the projection writes, done while the

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// States in `_ls_live` (``SchemaSQL/rowStates``): stored with the insert of a row an import created, found
 /// through that row's rowid, and moved to `_ls_row` when the rowid no longer leads to them.

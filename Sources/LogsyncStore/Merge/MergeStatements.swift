@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// The statements the merge runs for every row, prepared once per writer connection and held by reference.
 ///

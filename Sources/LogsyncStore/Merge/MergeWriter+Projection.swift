@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 extension MergeWriter {
     // MARK: - Projection

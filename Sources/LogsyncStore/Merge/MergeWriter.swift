@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// Keeps a store's synced tables equal to the projection of its merged row states (`docs/merge.md`),
 /// incrementally: runs inside a write transaction, on the writer connection.

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// The byte form of a ``RowState`` in `_ls_row.state` and `_ls_live.state`. Node ids are stored as small
 /// indexes into `_ls_node`.

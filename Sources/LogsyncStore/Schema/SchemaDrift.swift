@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// Changes another program made to the synced tables behind logsync's back: a column renamed, dropped,
 /// retyped or added with `ALTER TABLE`, a table renamed or rebuilt, a unique index created or dropped, a

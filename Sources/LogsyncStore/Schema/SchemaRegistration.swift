@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+import LogsyncSQLite
 
 /// Creates or additively migrates the synced tables for a schema, inside one transaction: either every
 /// table, column, trigger and index is in place and the schema version recorded, or nothing changed.

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// The SQL that logsync installs in a store: its own bookkeeping tables, the synced tables, and the
 /// triggers that capture history and enforce delete rules.

@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncSQLite
 
 /// Copies a store's WAL into its database file after write transactions, outside the store's writer
 /// lock, from a connection of its own.

@@ -1,5 +1,5 @@
-import CSQLite
 import LogsyncCore
+import LogsyncSQLite
 
 /// What SQLite's own check of a store file found.
 public struct IntegrityReport: Sendable {
@@ -41,7 +41,7 @@ extension Store {
                         return nil
                     }
                     if lines != ["ok"] { problems = lines }
-                } catch let error as SQLiteError where error.code == SQLITE_INTERRUPT {
+                } catch let error as SQLiteError where error.isInterrupt {
                     complete = false
                 } catch let error as SQLiteError where error.isNotADatabase {
                     problems = [error.description]

@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncSQLite
 
 extension Store {
     /// The schema registered in the store file at `path`, or nil when there is no store there (or it was

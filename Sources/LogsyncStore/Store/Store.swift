@@ -2,6 +2,7 @@ import Foundation
 import LogsyncCore
 import LogsyncPlatform
 import Synchronization
+import LogsyncSQLite
 
 /// A local SQLite store whose synced tables record persistent history.
 ///
@@ -529,7 +530,7 @@ public final class Store: Sendable {
         }
         // Recursive triggers make a REPLACE fire the delete trigger of each row it deletes, so this
         // connection needs none of the displacement triggers that catch those rows for other programs.
-        try connection.skipDisplacementTriggers()
+        try connection.ignoreColumnReads(inTriggers: SchemaSQL.isDisplacementTrigger)
         try connection.execute(
             """
             PRAGMA synchronous = \(options.synchronous(wal: journal == "wal"));

@@ -1,6 +1,8 @@
 import LogsyncCore
 @_exported import struct LogsyncPlatform.SystemError
+@_exported import struct LogsyncSQLite.SQLiteError
 import enum LogsyncPlatform.ExitStatus
+import LogsyncSQLite
 
 /// Why a store operation failed: a code to switch on, a message that says what and where, and the
 /// underlying cause when there is one.

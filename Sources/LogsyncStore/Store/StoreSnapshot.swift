@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// A read-only view of a store pinned at one committed state, like Core Data's query generations.
 ///

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// The handle a ``Store/write(author:context:_:)`` body writes through. Valid only inside that body.
 ///

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncSQLite
 
 /// A baseline's first inserts, prepared on the thread that decodes the baseline (``BaselineRowsAhead``):
 /// for each row that the merge would simply insert, its key, its column values and its encoded state,

@@ -1,5 +1,6 @@
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncSQLite
 
 /// Baselines in the store (`docs/retention.md`): writing the merged state at the store's frontier, and
 /// merging a baseline's states into the store (bootstrap).

@@ -1,5 +1,6 @@
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncSQLite
 
 private typealias Value = DatabaseValue
 

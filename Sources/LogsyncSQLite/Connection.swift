@@ -17,6 +17,7 @@ package final class Connection {
     package let path: String
     private let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
+    private var triggerFilter: TriggerFilter?
 
     /// Process-wide SQLite settings, applied once before the first connection opens: SQLite's count of
     /// the memory it holds is off (nothing here reads it, and it took a global mutex on every allocation,
@@ -77,7 +78,7 @@ package final class Connection {
         return statement
     }
 
-    func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+    package func prepare(_ sql: String) throws(SQLiteError) -> Statement {
         var raw: OpaquePointer?
         let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
         guard rc == SQLITE_OK, let raw else { throw error(rc, sql: sql) }
@@ -111,7 +112,7 @@ package final class Connection {
     }
 
     /// Clears prepared statements; required before DDL changes that would invalidate them wholesale.
-    func clearStatementCache() {
+    package func clearStatementCache() {
         statementCache.removeAll()
     }
 
@@ -138,20 +139,27 @@ package final class Connection {
 
     package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
-    /// Compiles every column read inside the per-row displacement triggers to NULL on this connection, so
-    /// their `WHEN NEW.<key> IS NOT NULL` is false at once (``SchemaSQL/displacementTriggers(for:catalog:)``).
-    /// They exist for connections whose `REPLACE` fires no delete trigger; this one turns
-    /// `recursive_triggers` on, so its delete trigger records what a `REPLACE` deletes. SQLite consults the
-    /// authorizer when a statement is compiled, with the name of the trigger doing the read: nothing is
-    /// checked while statements run.
-    func skipDisplacementTriggers() throws(SQLiteError) {
-        let rc = sqlite3_set_authorizer(handle, { _, action, _, _, _, trigger in
-            guard action == SQLITE_READ, let trigger, SchemaSQL.isDisplacementTrigger(String(cString: trigger)) else {
-                return SQLITE_OK
-            }
+    /// Compiles every column read inside the triggers `matching` names to NULL on this connection (the
+    /// store uses it to make its per-row displacement triggers no-ops on its own connections, whose
+    /// `recursive_triggers` record what a `REPLACE` deletes anyway). SQLite consults the authorizer when a
+    /// statement is compiled, with the name of the trigger doing the read: nothing is checked while
+    /// statements run.
+    package func ignoreColumnReads(inTriggers matching: @escaping @Sendable (String) -> Bool) throws(SQLiteError) {
+        let filter = TriggerFilter(matching)
+        let rc = sqlite3_set_authorizer(handle, { context, action, _, _, _, trigger in
+            guard action == SQLITE_READ, let context, let trigger,
+                Unmanaged<TriggerFilter>.fromOpaque(context).takeUnretainedValue().matches(String(cString: trigger))
+            else { return SQLITE_OK }
             return SQLITE_IGNORE
-        }, nil)
+        }, Unmanaged.passUnretained(filter).toOpaque())
         guard rc == SQLITE_OK else { throw error(rc, sql: nil) }
+        triggerFilter = filter
+    }
+
+    /// The predicate ``ignoreColumnReads(inTriggers:)`` installed, kept alive as long as the connection.
+    private final class TriggerFilter {
+        let matches: @Sendable (String) -> Bool
+        init(_ matches: @escaping @Sendable (String) -> Bool) { self.matches = matches }
     }
 
     /// When statements on this connection give up (see ``interrupt(at:)``).
@@ -164,7 +172,7 @@ package final class Connection {
 
     /// Makes a statement on this connection stop with `SQLITE_INTERRUPT` once `instant` has passed
     /// (looked at every 1,000 steps of SQLite's virtual machine); nil lifts the bound.
-    func interrupt(at instant: ContinuousClock.Instant?) {
+    package func interrupt(at instant: ContinuousClock.Instant?) {
         guard let instant else {
             sqlite3_progress_handler(handle, 0, nil, nil)
             deadline = nil
@@ -181,7 +189,7 @@ package final class Connection {
     /// Turns this connection's triggers on or off (`SQLITE_DBCONFIG_ENABLE_TRIGGER`). Changing the
     /// setting expires every prepared statement of the connection: each is compiled again, with or without
     /// trigger programs, the next time it runs.
-    func setTriggersEnabled(_ enabled: Bool) throws(SQLiteError) {
+    package func setTriggersEnabled(_ enabled: Bool) throws(SQLiteError) {
         guard csqlite_enable_triggers(handle, enabled ? 1 : 0) == (enabled ? 1 : 0) else {
             throw SQLiteError(
                 code: SQLITE_ERROR, extendedCode: SQLITE_ERROR,
@@ -205,7 +213,7 @@ package final class Connection {
     /// the WAL holds (``walFrames``), so that the owner can checkpoint from another connection once the
     /// writer's lock is released. Only past `fallbackFrames` — nobody else checkpointed — does a commit
     /// checkpoint by itself, as SQLite's automatic checkpoint would.
-    func trackWALFrames(fallbackFrames: Int32) {
+    package func trackWALFrames(fallbackFrames: Int32) {
         let state = WALState(fallbackFrames: fallbackFrames)
         walState = state
         sqlite3_wal_hook(handle, { context, db, name, frames in
@@ -219,21 +227,21 @@ package final class Connection {
     }
 
     /// Frames in the WAL after this connection's last commit, once ``trackWALFrames(fallbackFrames:)`` is on.
-    var walFrames: Int { Int(walState?.frames ?? 0) }
+    package var walFrames: Int { Int(walState?.frames ?? 0) }
 
     /// A passive checkpoint (`sqlite3_wal_checkpoint_v2(PASSIVE)`): copies what it can of the WAL into the
     /// database without waiting for, or blocking, writers.
-    func checkpointPassively() throws(SQLiteError) {
+    package func checkpointPassively() throws(SQLiteError) {
         let rc = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
         guard rc == SQLITE_OK else { throw error(rc, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
     }
 
-    func error(_ rc: Int32, sql: String?) -> SQLiteError {
+    package func error(_ rc: Int32, sql: String?) -> SQLiteError {
         SQLiteError(
             code: rc & 0xff, extendedCode: sqlite3_extended_errcode(handle),
             message: String(cString: sqlite3_errmsg(handle)), sql: sql)
     }
 
     /// The raw handle, for the few places (benchmarks, the session extension) that need the C API.
-    var sqliteConnection: OpaquePointer { handle }
+    package var sqliteConnection: OpaquePointer { handle }
 }

@@ -5,7 +5,7 @@ import LogsyncCore
 package final class Statement {
     private let handle: OpaquePointer
     private unowned let connection: Connection
-    let sql: String
+    package let sql: String
 
     /// Per parameter, a buffer this statement owns and SQLite reads bound text and blobs from
     /// (`SQLITE_STATIC`). SQLite's own copy (`SQLITE_TRANSIENT`) allocates and frees memory for every bind;
@@ -16,7 +16,7 @@ package final class Statement {
     /// hold a large buffer for good.
     private static let largestLent = 4_096
 
-    init(_ handle: OpaquePointer, connection: Connection, sql: String) {
+    package init(_ handle: OpaquePointer, connection: Connection, sql: String) {
         self.handle = handle
         self.connection = connection
         self.sql = sql
@@ -60,17 +60,17 @@ package final class Statement {
 
     /// Binds bytes as text (UTF-8 or not, as ``DatabaseValue/nonUTF8Text(_:)`` binds) without making a
     /// `String` of them.
-    func bind(textBytes bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
+    package func bind(textBytes bytes: UnsafeRawBufferPointer, at index: Int32) throws(SQLiteError) {
         let rc = bindCopy(of: bytes, at: index, asText: true)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
 
-    func bind(_ value: Double, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Double, at index: Int32) throws(SQLiteError) {
         let rc = sqlite3_bind_double(handle, index, value)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
 
-    func bindNull(at index: Int32) throws(SQLiteError) {
+    package func bindNull(at index: Int32) throws(SQLiteError) {
         let rc = sqlite3_bind_null(handle, index)
         guard rc == SQLITE_OK else { throw connection.error(rc, sql: sql) }
     }
@@ -102,7 +102,7 @@ package final class Statement {
             : csqlite_bind_blob_static(handle, index, buffer.baseAddress!, Int32(bytes.count))
     }
 
-    func bind(_ value: DatabaseValue, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: DatabaseValue, at index: Int32) throws(SQLiteError) {
         let rc: Int32
         switch value {
         case .null: rc = sqlite3_bind_null(handle, index)
@@ -138,7 +138,7 @@ package final class Statement {
         while try step() {}
     }
 
-    var columnCount: Int { Int(sqlite3_column_count(handle)) }
+    package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// Calls `body` with the bytes of a BLOB (or TEXT) column of the current row, without copying them.
     /// The bytes are valid only inside `body`: the next step or reset frees them.
@@ -165,8 +165,8 @@ package final class Statement {
         }
     }
 
-    func isInteger(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER }
-    func isBlob(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB }
+    package func isInteger(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_INTEGER }
+    package func isBlob(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_BLOB }
 
     package func int64(at column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
     package func isNull(at column: Int) -> Bool { sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL }

@@ -19,4 +19,8 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public var isBusy: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
     public var isConstraint: Bool { code == SQLITE_CONSTRAINT }
     public var isNotADatabase: Bool { code == SQLITE_NOTADB || code == SQLITE_CORRUPT }
+    /// `sqlite3_interrupt` ended the statement (a time limit).
+    public var isInterrupt: Bool { code == SQLITE_INTERRUPT }
+    /// The disk (or the file size limit) is full.
+    public var isFull: Bool { code == SQLITE_FULL }
 }
