@@ -8,6 +8,8 @@
 //   CSpawn            the one place that crosses into glibc's GNU extensions for children (closefrom, pipe2)
 //   LogsyncPlatform   the one place for Linux system calls: inotify, fsync, errno, posix_spawn
 //   LogsyncCore       pure: values, schema, hybrid logical clock, history types, merge rules, segment codec
+//   LogsyncStatus     plain values that say how sync goes (retention, the relay, Syncthing), for the engine,
+//                     the transports and the control protocol alike
 //   LogsyncSQLite     the SQLite driver: a connection, its statements, its errors (the store and the relay use it)
 //   LogsyncStore      the SQLite store: schema, history capture and API, change monitor, merge engine
 //   LogsyncContexts   the app-facing API: container, contexts, Codable records, fetch, merge, observation
@@ -59,17 +61,18 @@ let package = Package(
         .target(name: "LogsyncCore", dependencies: ["CZlib"]),
         .systemLibrary(name: "CSpawn", path: "Sources/CSpawn"),
         .target(name: "LogsyncPlatform", dependencies: ["CSpawn"]),
+        .target(name: "LogsyncStatus"),
         .target(name: "LogsyncSQLite", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform"]),
         .target(name: "LogsyncStore", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncSQLite"]),
         .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
-        .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncTransport"]),
+        .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStatus", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "LogsyncHTTP", dependencies: ["CCurl", "LogsyncTransport"]),
-        .target(name: "LogsyncRelayTransport", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncTransport"]),
-        .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncTransport"]),
+        .target(name: "LogsyncRelayTransport", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncStatus", "LogsyncTransport"]),
+        .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncStatus", "LogsyncTransport"]),
         .target(
             name: "LogsyncRelay",
             dependencies: [
@@ -90,7 +93,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
         // syncctl, notes and other clients depend on this, never on the daemon: no engine, no libsystemd.
-        .target(name: "LogsyncControl", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
+        .target(name: "LogsyncControl", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStatus"]),
         .target(
             name: "LogsyncDaemon",
             dependencies: [
@@ -110,6 +113,7 @@ let package = Package(
         .executableTarget(
             name: "logsync",
             dependencies: [
+                "LogsyncControl",
                 "LogsyncPlatform",
                 "LogsyncStore",
                 "LogsyncSync",
@@ -141,10 +145,12 @@ let package = Package(
         ),
         // For tests and benchmarks alike: temp directories, real child processes, deadline-bounded waits,
         // SyncdCluster.
-        .target(name: "LogsyncTestKit", dependencies: ["CSQLite", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncTransport"]),
-        .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncCore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncStore", "LogsyncSQLite", "CSQLite", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
+        .target(
+            name: "LogsyncTestKit",
+            dependencies: ["CSQLite", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSyncthing", "LogsyncTransport"]),
+        .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncControl", "LogsyncCore", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncControl", "LogsyncStore", "LogsyncSQLite", "CSQLite", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncControl", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",

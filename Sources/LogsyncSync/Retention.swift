@@ -3,6 +3,8 @@ import LogsyncPlatform
 import LogsyncStore
 import LogsyncTransport
 import Synchronization
+@_exported import struct LogsyncStatus.RetentionStatus
+import LogsyncStatus
 
 /// How a node bounds what it keeps (`docs/retention.md`).
 public struct RetentionConfiguration: Sendable {

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import LogsyncCore
 import Synchronization
+import LogsyncStatus
 
 /// Asks Syncthing to scan this node's folder right after a publish, so that the segment travels at
 /// once instead of after Syncthing's file watcher has waited (`fsWatcherDelayS`, 10 s by default).

@@ -3,7 +3,7 @@ import LogsyncCore
 extension SegmentHeader {
     /// The header of a segment holding exactly `transactions` (consecutive sequences, in order) from
     /// `node`: for tests that import transactions they made by hand.
-    public static func covering(
+    package static func covering(
         _ transactions: [LogTransaction], from node: NodeID, account: String = "default", schemaVersion: Int = 1
     ) -> SegmentHeader {
         let timestamps = transactions.map(\.timestamp)

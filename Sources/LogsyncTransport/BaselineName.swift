@@ -16,7 +16,7 @@ public struct BaselineName: Sendable, Hashable, Comparable, CustomStringConverti
     }
 
     /// The name of `node`'s baseline at `frontier`.
-    public init(node: NodeID, frontier: Frontier) {
+    package init(node: NodeID, frontier: Frontier) {
         self.init(node: node, transactionCount: frontier.transactionCount, frontierDigest: frontier.digest)
     }
 

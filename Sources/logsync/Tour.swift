@@ -5,6 +5,7 @@ import LogsyncPlatform
 import LogsyncStore
 import LogsyncSync
 import LogsyncTransport
+import LogsyncControl
 
 /// A short walk through persistent history: library writes with an author, a write by the `sqlite3`
 /// shell that logsync did not make, a cascading delete with tombstones, and the history that recorded it all.

@@ -3,6 +3,7 @@ import Foundation
 import LogsyncCore
 import LogsyncControl
 import LogsyncPlatform
+import LogsyncStatus
 
 @main
 struct Syncctl: ParsableCommand {

@@ -3,6 +3,7 @@ import LogsyncContexts
 import LogsyncTestKit
 import Synchronization
 import Testing
+import LogsyncControl
 
 /// The example of `docs/contexts.md`, run as the guide writes it. Each block between `// guide:` markers
 /// is the guide's code verbatim; `print` is captured so its lines can be checked, and the checks between

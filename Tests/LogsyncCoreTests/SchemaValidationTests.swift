@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import Testing
+import LogsyncControl
 
 @Suite("Schema validation")
 struct SchemaValidationTests {

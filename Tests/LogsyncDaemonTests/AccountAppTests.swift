@@ -6,6 +6,7 @@ import LogsyncStore
 import LogsyncTestKit
 import Synchronization
 import Testing
+import LogsyncControl
 
 /// A folder of the daemon tests' schema, as a record.
 struct TestFolder: Record {

@@ -5,6 +5,7 @@ import LogsyncStore
 import LogsyncTestKit
 import Synchronization
 import Testing
+import LogsyncControl
 
 extension AccountTests {
 /// Nothing committed is lost at a switch, whoever commits and whenever (`docs/accounts.md`, "Nothing lost").

@@ -4,6 +4,7 @@ import LogsyncCore
 import LogsyncPlatform
 import LogsyncTestKit
 import Testing
+import LogsyncControl
 
 /// The part of the `notes` app's note this test writes; the other columns keep their defaults.
 private struct Note: Record {

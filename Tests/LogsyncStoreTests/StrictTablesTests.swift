@@ -4,6 +4,7 @@ import LogsyncCore
 import LogsyncTestKit
 import Testing
 import LogsyncSQLite
+import LogsyncControl
 
 /// Synced tables keep their declared types for every writer (`docs/history.md`, "Declared types hold
 /// for every writer"): the sqlite3 shell, a real process that is not logsync, cannot store what the

@@ -1,5 +1,6 @@
 import Foundation
 import LogsyncCore
+@_exported import LogsyncStatus
 
 /// The control protocol between `syncd` and `syncctl`: one JSON object per line over a Unix stream
 /// socket, documented in `docs/control-protocol.md`. Requests carry the protocol version; a daemon

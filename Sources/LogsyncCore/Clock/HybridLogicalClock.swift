@@ -36,7 +36,7 @@ public struct HLCTimestamp: Sendable, Hashable, Comparable, Codable, CustomStrin
 }
 
 /// The clock state of one node. A value type: the store keeps it behind its writer lock.
-public struct HybridLogicalClock: Sendable {
+package struct HybridLogicalClock: Sendable {
     /// How far ahead of local wall time a received timestamp may be before it is bounded.
     public static let maximumDrift: UInt64 = 5 * 60 * 1000
 

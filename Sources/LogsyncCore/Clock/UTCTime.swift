@@ -1,7 +1,7 @@
 /// Times shown to people: ISO 8601 in UTC with milliseconds, `2026-11-21T09:09:22.530Z`, everywhere a
 /// logsync command prints one. Pure arithmetic (the proleptic Gregorian calendar; UTC has no leap
 /// seconds in Unix time), so the core calls no C library.
-public enum UTCTime {
+package enum UTCTime {
     public static func iso8601(milliseconds: UInt64) -> String {
         let seconds = milliseconds / 1000
         let (year, month, day) = civilDate(daysSince1970: Int64(seconds / 86_400))

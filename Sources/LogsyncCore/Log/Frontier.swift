@@ -4,7 +4,7 @@
 ///
 /// Baselines are snapshots of the merged state at a frontier; progress records publish a node's
 /// frontier (`docs/retention.md`).
-public struct Frontier: Sendable, Hashable, CustomStringConvertible {
+package struct Frontier: Sendable, Hashable, CustomStringConvertible {
     /// Nodes with at least one transaction included; nodes at 0 are left out, so two frontiers that
     /// include the same transactions are equal.
     public private(set) var sequences: [NodeID: UInt64]

@@ -27,7 +27,7 @@ public struct Clock: Sendable, Hashable, Comparable, CustomStringConvertible {
 }
 
 /// One row's change as shipped between nodes.
-public struct LogChange: Sendable, Hashable {
+package struct LogChange: Sendable, Hashable {
     public var entity: String
     public var primaryKey: DatabaseValue
     public var kind: ChangeKind
@@ -52,7 +52,7 @@ public struct LogChange: Sendable, Hashable {
 }
 
 /// One committed local transaction as shipped: the unit that is applied exactly once on every other node.
-public struct LogTransaction: Sendable, Hashable {
+package struct LogTransaction: Sendable, Hashable {
     /// The largest sequence the format carries: SQLite stores sequences as signed 64-bit integers, so a
     /// decoder refuses anything above (`docs/log-format.md`, "Limits").
     package static let maximumSequence = UInt64(Int64.max)
@@ -74,7 +74,7 @@ public struct LogTransaction: Sendable, Hashable {
 }
 
 /// What a segment says about itself, readable without decoding its body.
-public struct SegmentHeader: Sendable, Hashable {
+package struct SegmentHeader: Sendable, Hashable {
     /// The newest format this build reads and writes. Writers use the lowest version that can carry a
     /// segment's values (`docs/log-format.md`, "Versioning").
     public static let currentFormatVersion: UInt16 = 2

@@ -2,7 +2,7 @@
 /// prune (`docs/retention.md`): what it has applied from every node (its own exported history included),
 /// how far it has pruned its own segments, and when it was last active. Small, self-checking, and
 /// replaced as a whole each time it is published (`docs/log-format.md`, "Progress records").
-public struct ProgressRecord: Sendable, Hashable {
+package struct ProgressRecord: Sendable, Hashable {
     public var account: String
     public var node: NodeID
     /// Everything this node's store holds: the last sequence applied from each other node, and for the

@@ -2,6 +2,7 @@ import Foundation
 import LogsyncContexts
 import LogsyncTestKit
 import Synchronization
+import LogsyncControl
 
 /// The records of `Schema.notes`, as an app declares them.
 struct Folder: Record, Equatable {

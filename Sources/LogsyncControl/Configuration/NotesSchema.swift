@@ -1,3 +1,5 @@
+import LogsyncCore
+
 extension Schema {
     /// The notes of the README's tours and of `syncd`'s embedded defaults: folders holding notes, deleted
     /// with their folder, titles and folder names kept in tombstones.

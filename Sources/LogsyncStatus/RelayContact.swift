@@ -1,5 +1,5 @@
 /// What the node last heard from its relay: filled in by the relay transport, shown by `syncctl status`
-/// (a plain value in the core, so that the control protocol carries it without linking the transport).
+/// (a plain value of its own module, so that the control protocol carries it without linking the transport).
 public struct RelayContact: Sendable, Codable, Hashable {
     public var url: String
     /// The last answer: `200 OK`, `409 conflict: …`, or the network error.
