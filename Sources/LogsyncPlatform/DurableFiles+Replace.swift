@@ -57,6 +57,12 @@ extension DurableFiles {
         return lstat(path, &info) == 0
     }
 
+    /// What `path` does not allow this process, checked with access(2): nil when it allows all of
+    /// `mode` (`R_OK`, `W_OK`, `X_OK`), else the failed call with its errno.
+    public static func refusal(of path: String, _ mode: Int32) -> SystemError? {
+        access(path, mode) == 0 ? nil : .last("access", path: path)
+    }
+
     /// The size of the file at `path` (a final link not followed); nil when there is none.
     public static func size(of path: String) -> Int? {
         var info = stat()

@@ -10,7 +10,13 @@ public enum FaultInjection {
 
     public static func point(_ name: StaticString) {
         guard let selected, selected == name.description else { return }
+        die()
+    }
+
+    /// SIGKILL of this process, now: what a power cut leaves.
+    public static func die() -> Never {
         kill(getpid(), SIGKILL)
+        fatalError("SIGKILL did not end the process")
     }
 
     /// Sleeps `milliseconds` when selected: a slow step (a publish to a slow disk), for tests of what

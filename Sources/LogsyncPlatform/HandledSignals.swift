@@ -10,6 +10,11 @@ import Glibc
 /// usual advice for Dispatch sources) discards one that arrives in that window: a `systemctl stop` just
 /// after READY=1 could be lost that way and wait for SIGKILL.
 public enum HandledSignals {
+    /// Ignores `signal` from now on (a process that never reloads, asked to by a unit's `ExecReload`).
+    public static func ignore(_ signal: Int32) {
+        _ = Glibc.signal(signal, SIG_IGN)
+    }
+
     /// Blocks `signals` in the calling thread; call it before any other thread starts.
     public static func block(_ signals: [Int32]) {
         var set = sigset_t()

@@ -8,4 +8,16 @@ public enum Pause {
     public static func microseconds(_ count: UInt32) {
         usleep(count)
     }
+
+    /// Blocks the calling thread for good: a test program holding a lock until it is killed.
+    public static func forever() -> Never {
+        while true { sleep(3_600) }
+    }
+}
+
+/// Who this process runs as.
+public enum CurrentUser {
+    /// The real user id (`getuid`).
+    public static var id: UInt32 { getuid() }
+    public static var isRoot: Bool { id == 0 }
 }

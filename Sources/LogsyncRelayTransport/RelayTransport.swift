@@ -1,8 +1,10 @@
 import Foundation
 import LogsyncCore
 import LogsyncHTTP
+import LogsyncPlatform
 import LogsyncTransport
 import Synchronization
+import LogsyncStatus
 
 /// Where a node's relay is and how to talk to it.
 public struct RelayClientSettings: Sendable {
@@ -185,7 +187,7 @@ public final class RelayTransport: Transport, Sendable {
                     let deadline = ContinuousClock.now + .milliseconds(delay)
                     let token = tokenChanges.load(ordering: .relaxed)
                     while !stopped.load(ordering: .relaxed), ContinuousClock.now < deadline, tokenChanges.load(ordering: .relaxed) == token {
-                        usleep(20_000)
+                        Pause.microseconds(20_000)
                     }
                     continuation.yield()
                 }
@@ -310,7 +312,7 @@ public final class RelayTransport: Transport, Sendable {
                     maximumResponseBytes: maximumResponseBytes, stallSeconds: stallSeconds, stream: stream)
                 record(response)
                 if response.status >= 500, attempt < settings.attempts, retryable() {
-                    usleep(UInt32(backoff.next() * 1000))
+                    Pause.microseconds(UInt32(backoff.next() * 1000))
                     continue
                 }
                 return response
@@ -319,7 +321,7 @@ public final class RelayTransport: Transport, Sendable {
                     contact.withLock { $0.lastAnswer = error.message; $0.lastAnswerAt = Int64(Date().timeIntervalSince1970 * 1000) }
                 }
                 guard attempt < settings.attempts, !session.cancelled.load(ordering: .relaxed), !error.code.isPermanent, retryable() else { throw error }
-                usleep(UInt32(backoff.next() * 1000))
+                Pause.microseconds(UInt32(backoff.next() * 1000))
             }
         }
     }

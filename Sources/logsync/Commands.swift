@@ -158,7 +158,7 @@ struct Hold: ParsableCommand {
             try store.write(author: "hold", context: "crash-test") { tx in
                 for statement in statements { try tx.execute(statement) }
                 printFlushed("holding")
-                while true { sleep(60) }
+                Pause.forever()
             }
         }
     }

@@ -129,7 +129,7 @@ struct Serve: AsyncParsableCommand {
                 throw fail(error.message, status: ExitStatus.configuration)
             }
         }
-        signal(SIGHUP, SIG_IGN)
+        HandledSignals.ignore(SIGHUP)
         let hangup = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "sync-relay.reload"))
         hangup.setEventHandler { [tls] in
             guard let tls else {

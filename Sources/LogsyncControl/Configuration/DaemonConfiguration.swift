@@ -165,7 +165,7 @@ public struct DaemonPaths: Sendable {
             environment[name].flatMap { $0.split(separator: ":").first.map(String.init) }.flatMap { $0.isEmpty ? nil : $0 }
         }
         let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-        let root = getuid() == 0
+        let root = CurrentUser.isRoot
         state =
             first("STATE_DIRECTORY")
             ?? first("XDG_STATE_HOME").map { $0 + "/logsync" }
@@ -173,7 +173,7 @@ public struct DaemonPaths: Sendable {
         runtime =
             first("RUNTIME_DIRECTORY")
             ?? first("XDG_RUNTIME_DIR").map { $0 + "/logsync" }
-            ?? (root ? "/run/logsync" : (first("TMPDIR") ?? "/tmp") + "/logsync-\(getuid())")
+            ?? (root ? "/run/logsync" : (first("TMPDIR") ?? "/tmp") + "/logsync-\(CurrentUser.id)")
         var configs: [String] = []
         if let directory = first("CONFIGURATION_DIRECTORY") { configs.append(directory + "/syncd.toml") }
         if let directory = first("XDG_CONFIG_HOME") { configs.append(directory + "/logsync/syncd.toml") }

@@ -86,7 +86,7 @@ final class ControlServer: Sendable {
         for queue in queues { queue.close() }
         _ = watchersEnded.wait(timeout: Self.flushDeadline) { clients.withLock { $0.watching.isEmpty } }
         for client in clients.withLock({ Array($0.open.values) }) { client.shutdown() }
-        unlink(path)
+        try? DurableFiles.remove(path)
     }
 
     static let flushDeadline = Duration.milliseconds(250)

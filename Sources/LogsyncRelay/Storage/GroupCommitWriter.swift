@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncSQLite
 
 /// The one thread that writes to the relay's database: segment pushes, and the writes of bounded growth
@@ -235,6 +236,6 @@ enum FaultPoints {
     static let fault = ProcessInfo.processInfo.environment["LOGSYNC_RELAY_FAULT"]
 
     static func beforeCommit() {
-        if fault == "before-commit" { kill(getpid(), SIGKILL) }
+        if fault == "before-commit" { FaultInjection.die() }
     }
 }

@@ -493,18 +493,17 @@ public final class Store: Sendable {
         guard isDirectory.boolValue else {
             throw StoreError(.directoryMissing, "cannot open store \(path): \(directory) is not a directory", path: directory)
         }
-        guard access(directory, W_OK | X_OK) == 0 else {
+        if let refusal = DurableFiles.refusal(of: directory, W_OK | X_OK) {
             throw StoreError(
                 .notWritable,
                 "cannot open store \(path): directory \(directory) is not writable (the store needs to create its -wal and -shm files there)",
-                path: directory, cause: SystemError.last("access", path: directory))
+                path: directory, cause: refusal)
         }
         // A file that exists but is empty (another program opened the path and wrote nothing) is no store yet.
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return false }
         if (attributes[.size] as? NSNumber)?.intValue == 0 { return false }
-        guard access(path, R_OK | W_OK) == 0 else {
-            throw StoreError(.notWritable, "cannot open store \(path): the file is not readable and writable", path: path,
-                             cause: SystemError.last("access", path: path))
+        if let refusal = DurableFiles.refusal(of: path, R_OK | W_OK) {
+            throw StoreError(.notWritable, "cannot open store \(path): the file is not readable and writable", path: path, cause: refusal)
         }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw StoreError(.notWritable, "cannot read store file \(path)", path: path)
