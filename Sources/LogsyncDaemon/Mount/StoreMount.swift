@@ -23,7 +23,9 @@ final class StoreMount: Sendable {
 
     private struct State {
         var mounted: Mounted?
-        var commitWatcher: Task<Void, Never>?
+        /// On the monitor's own thread, not a task: cancelling it lets go of the store's connection at once,
+        /// even while the cooperative pool is busy (an account switch waits for that).
+        var commitWatcher: CommitObservation?
         var arrivalsWatcher: Task<Void, Never>?
         /// Once the daemon stops, no watcher starts again.
         var stopped = false
@@ -94,9 +96,10 @@ final class StoreMount: Sendable {
                 state.commitWatcher = nil
                 state.arrivalsWatcher = nil
             }
-            return [state.commitWatcher, state.arrivalsWatcher]
+            return (state.commitWatcher, state.arrivalsWatcher)
         }
-        for watcher in watchers { watcher?.cancel() }
+        watchers.0?.cancel()
+        watchers.1?.cancel()
         guard loop.detach(within: timeout) else { return false }
         state.withLock { $0.mounted = nil }
         return true
@@ -106,15 +109,17 @@ final class StoreMount: Sendable {
     func stop() {
         let watchers = state.withLock { state in
             state.stopped = true
-            return [state.commitWatcher, state.arrivalsWatcher]
+            return (state.commitWatcher, state.arrivalsWatcher)
         }
-        for watcher in watchers { watcher?.cancel() }
+        watchers.0?.cancel()
+        watchers.1?.cancel()
     }
 
     private func startWatchers(_ state: inout State) {
         guard let store = state.mounted?.store, !state.stopped else { return }
         state.commitWatcher?.cancel()
-        state.commitWatcher = wake(on: store.commits())
+        let loop = self.loop
+        state.commitWatcher = store.observeCommits { _ in loop.wake() }
         watchArrivals(&state)
     }
 

@@ -70,17 +70,21 @@ extension Store {
             var lastVersion = baselineVersion
             var lastToken = baselineToken
             // A writer appends to the WAL (an inotify event) before it publishes the commit in the
-            // memory-mapped -shm index (no event), so a check right after the event can come too early.
-            // After an event, re-check every 2 ms for a short while instead of waiting for the next one.
-            var recheckUntil: ContinuousClock.Instant?
+            // memory-mapped -shm index (no event), so a check right after the event can come too early, and
+            // on a busy machine the writer may publish a long while later. After each event the monitor
+            // re-checks without waiting for another: 2 ms, then twice as long each time up to 200 ms, for
+            // 10 s after the last event. Finding a commit does not end the re-checks: events of a second
+            // commit may have been coalesced with those of the first.
+            var recheck: (until: ContinuousClock.Instant, wait: Int32)?
             while !observation.isCancelled {
                 // Inotify delivers local commits at once; the slow timeout covers file systems that do not
                 // report changes made by other hosts. Without inotify, the wait is the poll interval.
-                let rechecking = recheckUntil.map { ContinuousClock.now < $0 } ?? false
-                switch waiter.next(timeoutMilliseconds: watch == nil ? pollMilliseconds : rechecking ? 2 : fallbackMilliseconds).wake {
+                if let window = recheck, ContinuousClock.now >= window.until { recheck = nil }
+                let wait = watch == nil ? pollMilliseconds : recheck?.wait ?? fallbackMilliseconds
+                switch waiter.next(timeoutMilliseconds: wait).wake {
                 case .stopped: break
-                case .event: recheckUntil = ContinuousClock.now + .milliseconds(50)
-                case .timeout: if !rechecking { recheckUntil = nil }
+                case .event: recheck = (ContinuousClock.now + .seconds(10), 2)
+                case .timeout: recheck?.wait = min(wait * 2, 200)
                 }
                 if observation.isCancelled { break }
                 guard let version = try? dataVersion(), version != lastVersion else { continue }
