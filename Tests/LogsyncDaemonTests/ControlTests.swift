@@ -182,13 +182,14 @@ struct ControlTests {
             try await a.syncctl(["status"]).status == 0
         }
 
-        // The rest never send a request: the server closes them after its 10 s request deadline.
+        // The rest never send a request: the server closes them after its 10 s request deadline. The
+        // upper bound only tells "closed" from "kept": a loaded machine admits and closes late.
         let last = idle[0]
-        last.setReceiveTimeout(milliseconds: 60_000)
+        last.setReceiveTimeout(milliseconds: 150_000)
         let closed = try last.read()
         let waited = ContinuousClock.now - connectedAt
         #expect(closed.isEmpty, "the server closed the idle connection")
-        #expect(waited >= .seconds(9) && waited < .seconds(40), "after the 10 s request deadline: \(waited)")
+        #expect(waited >= .seconds(9) && waited < .seconds(120), "after the 10 s request deadline: \(waited)")
         try await a.stop()
     }
 

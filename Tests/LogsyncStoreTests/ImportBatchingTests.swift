@@ -13,6 +13,9 @@ import LogsyncSQLite
 @Suite("Import batching")
 struct ImportBatchingTests {
     static let schema = Fixtures.docSchema
+    /// Batching without its time bound (a minute): on a loaded machine 100 ms pass between two segments,
+    /// and only ``timeBound()`` is about that bound.
+    static let untimed = ImportBatching(maximumMilliseconds: 60_000)
 
     /// What an import of `segments` did: the committed cursor each time it asked for a segment, and the
     /// outcome of every segment.
@@ -41,7 +44,7 @@ struct ImportBatchingTests {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
         let segments = Fixtures.docSegments(count: 5, transactions: 4, changes: 5)
-        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        let observed = try Self.importObserving(segments, into: store, batching: Self.untimed)
         #expect(observed.committedWhenAsked == [0, 0, 0, 0, 0])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 5))
         #expect(try store.appliedSequence(from: segments[0].header.node) == 20)
@@ -53,7 +56,7 @@ struct ImportBatchingTests {
         let directory = try TemporaryDirectory("batch")
         let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
         let segments = Fixtures.docSegments(count: 2, transactions: 2, changes: 5)
-        _ = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        _ = try Self.importObserving(segments, into: store, batching: Self.untimed)
         // `PRAGMA data_version` of another connection changes when anyone else commits. The sync engine
         // hands over nothing when every segment it sees is applied or after a gap.
         let watcher = try Connection(path: store.path)
@@ -72,7 +75,7 @@ struct ImportBatchingTests {
         let segments = Fixtures.docSegments(count: 3, transactions: 4, changes: 5)
         // Two transactions (10 changes) per batch: [1 2] [3 4 | 5 6] … the second segment is asked for
         // inside the batch that started after transaction 2, the third inside the one after 6.
-        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumChanges: 12))
+        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching(maximumChanges: 12, maximumMilliseconds: 60_000))
         #expect(observed.committedWhenAsked == [0, 2, 6])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 3))
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(60)]])
@@ -86,14 +89,14 @@ struct ImportBatchingTests {
         let writer = try AnnouncementLock(path: WriterIntent.path(of: store.path))
         try writer.announce()
         let segments = Fixtures.docSegments(count: 3, transactions: 2, changes: 5)
-        let observed = try Self.importObserving(segments, into: store, batching: ImportBatching())
+        let observed = try Self.importObserving(segments, into: store, batching: Self.untimed)
         // One transaction per batch: segment 2 is asked for in the batch after transaction 1, 3 after 3.
         #expect(observed.committedWhenAsked == [0, 1, 3])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 2), count: 3))
 
         writer.withdraw()
         let more = Fixtures.docSegments(count: 3, transactions: 2, changes: 5)
-        #expect(try Self.importObserving(more, into: store, batching: ImportBatching()).committedWhenAsked == [0, 0, 0])
+        #expect(try Self.importObserving(more, into: store, batching: Self.untimed).committedWhenAsked == [0, 0, 0])
     }
 
     @Test("a batch ends after maximumMilliseconds, for writers that cannot announce themselves")
