@@ -161,3 +161,169 @@ import Testing
 final class Finished: Sendable {
     let count = Atomic<Int>(0)
 }
+
+/// Real `syncd` nodes and several relays on one database.
+@Suite(.serialized) struct RelayScaleOutSyncTests {
+    /// A round-robin proxy (scripts/relay-round-robin.py) in front of `relays`: each request goes to the
+    /// next relay, whatever connection the client keeps. Stops when this test process ends.
+    static func roundRobin(_ relays: [RelayProcess], in directory: TemporaryDirectory) async throws -> (Subprocess, Int) {
+        let portFile = directory.file("proxy.port")
+        let proxy = try Subprocess("/usr/bin/python3", [Products.packageRoot + "/scripts/relay-round-robin.py", portFile] + relays.map { String($0.port) })
+        let port = try await eventually(within: .seconds(30), "the proxy listens") { () -> Int? in
+            (try? String(contentsOfFile: portFile, encoding: .utf8)).flatMap { Int($0) }
+        }
+        return (proxy, port)
+    }
+
+    /// Three relays started at once on a new database (their migrations meet under the advisory lock),
+    /// three nodes behind a proxy that sends every request to the next relay: they converge, each
+    /// transaction applied once, and every relay served pushes and pulls.
+    @Test func nodesSwitchingRelayOnEveryRequestConverge() async throws {
+        let server = try await PostgresServer.shared()
+        let database = try await server.createDatabase("three")
+        let relays = try (0..<3).map { try RelayProcess("r\($0)", store: .postgres(server, database: database)) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for relay in relays { group.addTask { try await relay.start() } }
+            try await group.waitForAll()
+        }
+        defer { for relay in relays { relay.process?.process.terminate() } }
+        let identities = Set(try await relays.asyncMap { try await $0.identity() })
+        #expect(identities.count == 1, "one database, one identity: \(identities)")
+        try await relays[0].createAccount("test")
+        let (proxy, port) = try await Self.roundRobin(relays, in: relays[0].directory)
+        defer { proxy.process.terminate() }
+
+        let cluster = try SyncdCluster("scaleout", schema: relayTestSchema)
+        var nodes: [SyncdNode] = []
+        for name in ["a", "b", "c"] {
+            let token = try await relays[1].tokenFile("test", name: "\(name).token")
+            nodes.append(
+                try cluster.addNode(
+                    name, rescanIntervalMilliseconds: 60_000,
+                    extra: ["", "[relay]", "url = \"http://127.0.0.1:\(port)\"", "token_file = \"\(token)\"", "long_poll_s = 5"]))
+        }
+        for node in nodes { try await node.start() }
+        defer { for node in nodes { node.process?.process.terminate() } }
+        for round in 0..<3 {
+            for node in nodes {
+                try node.openStore().write(author: node.name) { tx in try tx.insert("Note", note("\(node.name) \(round)")) }
+            }
+        }
+        let tables = try await cluster.awaitConvergence(timeout: .seconds(60))
+        #expect(tables["Note"]?.count == 9)
+        for node in nodes {
+            let store = try node.openStore()
+            #expect(try store.quarantined().isEmpty)
+            for other in nodes where other.name != node.name {
+                #expect(try store.history(filter: HistoryFilter(origins: [.remote(other.nodeID!)])).count == 3, "\(node.name) applied \(other.name)'s 3 transactions once")
+            }
+        }
+        var stored = 0.0
+        for relay in relays {
+            let metrics = try await rawRequest(port: relay.port, method: "GET", path: "/metrics").text
+            #expect(metrics.contains("route=\"/v1/accounts/{account}/segments\",status=\"200\""), "relay \(relay.port) answered pulls:\n\(metrics)")
+            stored += max(0, try await RelayScaleOutTests.metric(relay, "relay_pushes_total{outcome=\"stored\"}"))
+        }
+        #expect(stored >= 3, "the relays stored the nodes' pushes between them: \(stored)")
+        for node in nodes { #expect(try await node.stop() == 0) }
+        for relay in relays { #expect(try await relay.stop() == 0) }
+    }
+
+    /// The database goes away under a serving relay: pushes are answered 503 with Retry-After, nothing is
+    /// acknowledged, readiness says so; once it is back the relay serves again by itself, and what it
+    /// acknowledged before is there.
+    @Test func relayThatLosesItsDatabaseAnswers503AndRecovers() async throws {
+        let server = try await PostgresServer.start("pgdown")
+        let database = try await server.createDatabase("down")
+        let relay = try RelayProcess("rdown", store: .postgres(server, database: database))
+        try relay.configure("[postgres]\noperation_timeout_s = 2\n")
+        try await relay.createAccount("acct")
+        let token = try await relay.issueToken("acct")
+        try await relay.start()
+        defer { relay.process?.process.terminate() }
+        let node = SegmentFixtures.nodeID()
+        func push(_ sequence: UInt64) async throws -> RawResponse {
+            try await rawRequest(
+                port: relay.port, method: "PUT", path: "/v1/accounts/acct/nodes/\(node)/segments/\(sequence)-\(sequence)", token: token,
+                body: try SegmentFixtures.segment(account: "acct", node: node, first: sequence, last: sequence))
+        }
+        #expect(try await push(1).status == 201)
+        try await server.stop()
+        let refused = try await push(2)
+        #expect(refused.status == 503 && refused.headers["retry-after"] != nil, "\(refused.status) \(refused.headers) \(refused.text)")
+        #expect(refused.errorCode == "unavailable" && refused.text.contains("PostgreSQL"), "\(refused.text)")
+        #expect(try await rawRequest(port: relay.port, method: "GET", path: "/v1/ready").status == 503)
+        try await server.restart()
+        try await eventually(within: .seconds(60), "the relay is ready again") {
+            try await rawRequest(port: relay.port, method: "GET", path: "/v1/ready").status == 200
+        }
+        let again = try await eventually(within: .seconds(60), "the push is taken again") { () -> RawResponse? in
+            let answer = try await push(2)
+            return answer.status == 503 ? nil : answer
+        }
+        #expect(again.status == 201, "\(again.text)")
+        let pulled = try await rawRequest(port: relay.port, method: "GET", path: "/v1/accounts/acct/segments?after=0", token: token)
+        #expect(pulled.text.contains("\"arrival\":1") && pulled.text.contains("\"arrival\":2"), "\(pulled.text)")
+        #expect(try await relay.stop() == 0)
+        try await server.stop()
+    }
+
+    /// A SQLite relay moved to PostgreSQL with `sync-relay migrate`: the same identity and epoch, the same
+    /// arrival numbers, tokens, progress records and baselines; a node's cursor stays valid.
+    @Test func migrateCopiesASQLiteRelayWithItsCursors() async throws {
+        let old = try RelayProcess("rold")
+        try await old.createAccount("acct")
+        try await old.createAccount("gone")
+        let token = try await old.issueToken("acct")
+        try await old.start()
+        let node = SegmentFixtures.nodeID()
+        for sequence in UInt64(1)...5 {
+            let answer = try await rawRequest(
+                port: old.port, method: "PUT", path: "/v1/accounts/acct/nodes/\(node)/segments/\(sequence)-\(sequence)", token: token,
+                body: try SegmentFixtures.segment(account: "acct", node: node, first: sequence, last: sequence))
+            #expect(answer.status == 201)
+        }
+        let record = RelayRetentionTests.record(account: "acct", node: node, applied: [node: 5])
+        #expect(try await rawRequest(port: old.port, method: "PUT", path: "/v1/accounts/acct/nodes/\(node)/progress", token: token, body: record).status == 204)
+        let baseline = RelayRetentionTests.bytes(300_000)
+        let name = RelayRetentionTests.baselineName(node, 5).fileName
+        #expect(try await rawRequest(port: old.port, method: "PUT", path: "/v1/accounts/acct/nodes/\(node)/baselines/\(name)", token: token, body: baseline).status == 201)
+        let deleted = try await rawRequest(port: old.port, method: "DELETE", path: "/v1/accounts/acct/nodes/\(node)/segments/2-2", token: token)
+        #expect(deleted.status == 204)
+        let before = try await rawRequest(port: old.port, method: "GET", path: "/v1/accounts/acct/segments?after=0", token: token).text
+        let identity = try await old.identity()
+        #expect(try await old.stop() == 0)
+
+        let server = try await PostgresServer.shared()
+        let database = try await server.createDatabase("moved")
+        let new = try RelayProcess("rnew", store: .postgres(server, database: database))
+        let copy = try await Subprocess.run(
+            Products.path("sync-relay"), ["migrate", "--from", old.database, "--config", new.directory.file("sync-relay.toml"), "--json"])
+        #expect(copy.status == 0, "\(copy.stderr)")
+        #expect(copy.stdout.contains("\"segments\" : 4") && copy.stdout.contains("\"baselines\" : 1"), "\(copy.stdout)")
+        let twice = try await Subprocess.run(Products.path("sync-relay"), ["migrate", "--from", old.database, "--config", new.directory.file("sync-relay.toml")])
+        #expect(twice.status != 0 && twice.stderr.contains("holds 2 accounts already"), "a second copy is refused: \(twice.stderr)")
+        try await new.start()
+        defer { new.process?.process.terminate() }
+        #expect(try await new.identity() == identity, "nodes see the same relay identity and epoch")
+        let after = try await rawRequest(port: new.port, method: "GET", path: "/v1/accounts/acct/segments?after=0", token: token).text
+        #expect(after == before, "the same segments at the same arrivals, read with the old token")
+        let next = try await rawRequest(
+            port: new.port, method: "PUT", path: "/v1/accounts/acct/nodes/\(node)/segments/6-6", token: token,
+            body: try SegmentFixtures.segment(account: "acct", node: node, first: 6, last: 6))
+        #expect(next.text == #"{"arrival":6,"stored":true}"#, "arrivals go on where they were (5 pushed, one deleted): \(next.text)")
+        let downloaded = try await rawRequest(port: new.port, method: "GET", path: "/v1/accounts/acct/nodes/\(node)/baselines/\(name)", token: token)
+        #expect(downloaded.body == baseline)
+        let progress = try await rawRequest(port: new.port, method: "GET", path: "/v1/accounts/acct/progress", token: token)
+        #expect(progress.status == 200 && progress.text.contains(node), "\(progress.text)")
+        #expect(try await new.stop() == 0)
+    }
+}
+
+extension Array {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}
