@@ -327,3 +327,27 @@ extension Array {
         return results
     }
 }
+
+/// The chaos run (RelayChaos): relays killed and restarted, LISTEN sessions terminated, PostgreSQL
+/// restarted once. CI runs a short one; `LOGSYNC_RELAY_CHAOS_PUSHES=100000` runs the long one by hand
+/// (docs/BENCHMARKS.md records it).
+@Suite(.serialized) struct RelayChaosTests {
+    @Test func cursorsNeitherSkipNorRepeatUnderFaults() async throws {
+        var plan = RelayChaos.Plan()
+        let long = ProcessInfo.processInfo.environment["LOGSYNC_RELAY_CHAOS_PUSHES"].flatMap(Int.init)
+        plan.pushes = long ?? 1_500
+        plan.pushers = long == nil ? 8 : 32
+        plan.killEvery = .seconds(3)
+        plan.terminateListenEvery = long == nil ? .seconds(4) : .seconds(10)
+        plan.timeLimit = long == nil ? .seconds(240) : .seconds(3_600)
+        let report = try await RelayChaos.run(plan) { print($0) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        print("relay chaos: " + String(decoding: try encoder.encode(report), as: UTF8.self))
+        #expect(report.finished, "\(plan.pushes) pushes acknowledged within the time limit: \(report)")
+        #expect(report.skipped == 0 && report.duplicated == 0, "no cursor skipped or repeated an arrival: \(report)")
+        #expect(report.lost == 0, "every acknowledged push is stored at its arrival: \(report)")
+        #expect(report.relayKills >= 2 && report.listenTerminations >= 1 && report.databaseRestarts == 1, "the faults happened: \(report)")
+        #expect(report.polls > 0)
+    }
+}
