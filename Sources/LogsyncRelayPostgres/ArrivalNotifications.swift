@@ -69,10 +69,11 @@ enum ArrivalChannel {
     }
 }
 
-/// What this relay stored and has not yet told the others, sent by ``run(client:logger:)`` as soon as
-/// the previous notification went out and at most once per ``tick``.
+/// What this relay stored and has not yet told the others, sent by ``run(client:logger:)`` at once after
+/// a quiet spell, and under load at most once per ``tick``: each NOTIFY is a transaction that takes
+/// PostgreSQL's notify lock, and every relay hears every one.
 final class ArrivalHints: Sendable {
-    static let tick = Duration.milliseconds(2)
+    static let tick = Duration.milliseconds(5)
 
     private struct State {
         var arrivals: [String: UInt64] = [:]

@@ -378,7 +378,9 @@ enum PostgresPassword {
         guard stat(path, &status) == 0, let data = FileManager.default.contents(atPath: path) else {
             throw RelayError(.unavailable, "cannot read the PostgreSQL password file \(path): check that it exists and the relay may read it")
         }
-        guard status.st_mode & 0o077 == 0 else {
+        // A systemd credential is guarded by systemd (only the service may read it); a file of one's own must
+        // be readable by its owner alone.
+        guard settings.passwordCredential != nil || status.st_mode & 0o077 == 0 else {
             throw RelayError(
                 .unavailable, "the PostgreSQL password file \(path) may be read by others (mode \(String(status.st_mode & 0o777, radix: 8))): chmod 600 it")
         }

@@ -38,7 +38,7 @@ public enum SQLiteRelayImport {
             try source.setBusyTimeout(milliseconds: 5_000)
             try source.execute("BEGIN")
         } catch {
-            throw RelayError(.unavailable, "cannot open the SQLite relay database \(path): check the path (sync-relay migrate --from FILE)", cause: error as? SQLiteError)
+            throw RelayError(.unavailable, "cannot open the SQLite relay database \(path): check the path (sync-relay migrate --from FILE)", cause: error)
         }
         let reader = SQLiteReader(source)
         let logger = storage.logger

@@ -101,7 +101,7 @@ public enum RelayChaos {
                 try await relay.kill9()
                 shared.state.withLock { $0.report.relayKills += 1 }
                 try? await Task.sleep(for: .milliseconds(200))
-                try await relay.start()
+                try await startAgain(relay)
                 nextKill = ContinuousClock.now + plan.killEvery
             }
             if ContinuousClock.now >= nextTermination {
@@ -145,6 +145,18 @@ public enum RelayChaos {
         try? await server.stop()
         TailCursors.shared.reset()
         return report
+    }
+
+    /// Starts a killed relay again; a failed spawn is tried again (a busy test process can hand
+    /// posix_spawn a descriptor another thread just closed).
+    private static func startAgain(_ relay: RelayProcess) async throws {
+        for attempt in 1...5 {
+            do {
+                return try await relay.start()
+            } catch where attempt < 5 {
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
     }
 
     private static func worker(_ body: @escaping @Sendable () -> Void) -> Task<Void, Never> {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Logging
 import LogsyncPlatform
 import LogsyncRelay
@@ -42,7 +41,7 @@ extension Location {
     /// Runs an administration command's `body` on the configured storage, then closes it.
     func administer<T: Sendable>(_ body: @escaping @Sendable (any MailboxStorage & CredentialStorage & RetentionStorage) async throws -> T) throws -> T {
         let location = self
-        return try blocking {
+        return try runBlocking {
             var logger = Logger(label: "logsync.relay.admin")
             logger.logLevel = .error
             let opened = try await location.open(serving: false, logger: logger)
@@ -56,21 +55,4 @@ extension Location {
             }
         }
     }
-}
-
-/// Runs `body` to completion from synchronous code (the administration commands).
-func blocking<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-    let outcome = Mutex<Result<T, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        do {
-            let value = try await body()
-            outcome.withLock { $0 = .success(value) }
-        } catch {
-            outcome.withLock { $0 = .failure(error) }
-        }
-        done.signal()
-    }
-    done.wait()
-    return try outcome.withLock { $0! }.get()
 }

@@ -338,7 +338,7 @@ struct Migrate: ParsableCommand {
         let from = self.from
         let summary: SQLiteRelayImport.Summary
         do {
-            summary = try blocking {
+            summary = try runBlocking {
                 var logger = Logger(label: "logsync.relay.migrate")
                 logger.logLevel = .warning
                 let storage: PostgresRelayStorage

@@ -336,8 +336,8 @@ extension Array {
         var plan = RelayChaos.Plan()
         let long = ProcessInfo.processInfo.environment["LOGSYNC_RELAY_CHAOS_PUSHES"].flatMap(Int.init)
         plan.pushes = long ?? 1_500
-        plan.pushers = long == nil ? 8 : 32
-        plan.killEvery = .seconds(3)
+        plan.pushers = long == nil ? 8 : 64
+        plan.killEvery = long == nil ? .seconds(3) : .seconds(5)
         plan.terminateListenEvery = long == nil ? .seconds(4) : .seconds(10)
         plan.timeLimit = long == nil ? .seconds(240) : .seconds(3_600)
         let report = try await RelayChaos.run(plan) { print($0) }

@@ -23,6 +23,8 @@ final class RelayAPI: Sendable {
     /// while the account's latest announced arrival is the one they were made at and no segment was
     /// deleted since (``ArrivalBoard/deletions``). At most ``pageCacheBytes`` in all.
     private let pages = Mutex<(entries: [PageKey: (latest: UInt64, deletions: Int, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
+    /// Pages being read now, by what they are read for: the requests that ask the same wait for one read.
+    private let inFlight = Mutex<[FlightKey: Task<(body: ByteBuffer, count: Int)?, any Error>]>([:])
     /// Bytes of baseline uploads in flight per account, counted against its quota before their bodies
     /// are read.
     let pendingUploads = Mutex<[String: Int64]>([:])
@@ -251,6 +253,34 @@ final class RelayAPI: Sendable {
         let latest = board.latest(account: account)
         let deleted = board.deletions
         if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest, hit.deletions == deleted { return (hit.body, hit.count) }
+        guard let latest else { return try await readPage(key, latest: nil, deleted: deleted) }
+        // The long-polls one push wakes all miss at once: the first reads and encodes, the others wait for
+        // its answer instead of asking the database the same question (on PostgreSQL, a thousand queries
+        // queued on a pool of sixteen connections).
+        let flight = FlightKey(page: key, latest: latest, deletions: deleted)
+        let (task, owner) = inFlight.withLock { flights -> (Task<(body: ByteBuffer, count: Int)?, any Error>, Bool) in
+            if let task = flights[flight] { return (task, false) }
+            let task = Task { [self] in try await readPage(key, latest: latest, deleted: deleted) }
+            flights[flight] = task
+            return (task, true)
+        }
+        defer { if owner { inFlight.withLock { $0[flight] = nil } } }
+        do {
+            return try await task.value
+        } catch {
+            throw error as? RelayError ?? RelayError(.storage, "reading a page failed: \(error)")
+        }
+    }
+
+    private struct FlightKey: Hashable {
+        var page: PageKey
+        var latest: UInt64
+        var deletions: Int
+    }
+
+    /// Reads and encodes a page; keeps it when the account's latest arrival is known.
+    private func readPage(_ key: PageKey, latest: UInt64?, deleted: Int) async throws(RelayError) -> (body: ByteBuffer, count: Int)? {
+        let (account, after, limit) = (key.account, key.after, key.limit)
         let page = try await storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
         guard !page.segments.isEmpty else { return nil }
         let encoder = JSONEncoder()
