@@ -10,7 +10,9 @@ extension PostgresConnection {
         return nil
     }
 
-    /// Runs `body` between BEGIN and COMMIT; rolls back when it throws.
+    /// Runs `body` between BEGIN and COMMIT; rolls back when it throws. What it wrote is committed when it
+    /// returns: COMMIT's answer comes once the commit is durable, whereas a statement sent on its own is
+    /// answered at its CommandComplete and committed only at the protocol's Sync after it.
     func inTransaction<T>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await query("BEGIN", logger: logger)
         do {

@@ -76,8 +76,11 @@ extension PostgresRelayStorage: CredentialStorage {
     }
 
     public func revokeToken(id: String) async throws(RelayError) {
-        let deleted = try await rows("revoking the token", "DELETE FROM tokens WHERE id = \(id) RETURNING id", as: String.self)
-        guard !deleted.isEmpty else { throw StorageRefusals.noToken(id) }
+        let logger = self.logger
+        let deleted = try await transaction("revoking the token") { connection in
+            try await connection.first("DELETE FROM tokens WHERE id = \(id) RETURNING id", as: String.self, logger: logger)
+        }
+        guard deleted != nil else { throw StorageRefusals.noToken(id) }
         try await credentialsChanged("revoked the token \(id)")
     }
 

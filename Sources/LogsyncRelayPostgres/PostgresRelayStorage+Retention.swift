@@ -67,20 +67,19 @@ extension PostgresRelayStorage: RetentionStorage {
     }
 
     public func beginBaseline(account: String, node: NodeID, name: String) async throws(RelayError) -> Int64 {
-        let now = Self.now()
-        guard
-            let id = try await rows(
-                "starting a baseline upload",
+        let (logger, now) = (self.logger, Self.now())
+        let id = try await transaction("starting a baseline upload") { connection in
+            try await connection.first(
                 "INSERT INTO baseline_uploads(account, node, name, started_ms) VALUES (\(account), \(node.rawValue), \(name), \(now)) RETURNING id",
-                as: Int64.self
-            ).first
-        else { throw RelayError(.storage, "the relay's database gave no id for a new baseline upload") }
+                as: Int64.self, logger: logger)
+        }
+        guard let id else { throw RelayError(.storage, "the relay's database gave no id for a new baseline upload") }
         return id
     }
 
     public func appendBaselineChunk(upload: Int64, index: Int, bytes: [UInt8]) async throws(RelayError) {
         let logger = self.logger
-        try await using("storing a baseline chunk") { connection in
+        try await transaction("storing a baseline chunk") { connection in
             try await connection.query(
                 "INSERT INTO baseline_chunks(blob, seq, bytes) VALUES (\(upload), \(Int32(index)), \(ByteBuffer(bytes: bytes)))", logger: logger)
             return ()

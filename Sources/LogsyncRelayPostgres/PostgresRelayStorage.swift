@@ -188,7 +188,8 @@ public final class PostgresRelayStorage: MailboxStorage, StorageGauges, ArrivalS
         return try await using(what, timeout: timeout) { connection in try await connection.inTransaction(logger: logger, body) }
     }
 
-    /// Every row of `query`, decoded.
+    /// Every row of `query`, decoded. Only for reads: a write on its own would be answered before its
+    /// commit (see ``PushBatches/store(_:client:logger:)``); writes go through ``transaction(_:timeout:_:)``.
     func rows<each Column: PostgresDecodable & Sendable>(
         _ what: String, _ query: PostgresQuery, as types: (repeat each Column).Type
     ) async throws(RelayError) -> [(repeat each Column)] {

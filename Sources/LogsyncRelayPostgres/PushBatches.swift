@@ -134,8 +134,18 @@ final class PushBatches: Sendable {
         }
     }
 
-    /// Stores `batch` through `logsync_push` on `client`: its outcomes in order.
+    /// Stores `batch` through `logsync_push` on `client`: its outcomes in order, once they committed.
+    ///
+    /// In an explicit transaction: a statement on its own commits at the protocol's Sync, after its rows
+    /// and its CommandComplete have been sent, so its answer can arrive before a commit that then fails
+    /// (a server stopped in between). COMMIT's answer comes only once the commit is durable.
     static func store(_ batch: [Job], client: PostgresClient, logger: Logger) async throws -> [Result<PushOutcome, RelayError>] {
+        try await client.withConnection { connection in
+            try await connection.inTransaction(logger: logger) { connection in try await store(batch, on: connection, logger: logger) }
+        }
+    }
+
+    private static func store(_ batch: [Job], on connection: PostgresConnection, logger: Logger) async throws -> [Result<PushOutcome, RelayError>] {
         let accounts = batch.map(\.push.account)
         let nodes = batch.map(\.push.node.rawValue)
         let firsts = batch.map { Int64(bitPattern: $0.push.firstSequence) }
@@ -143,7 +153,7 @@ final class PushBatches: Sendable {
         let digests = batch.map { ByteBuffer(bytes: $0.digest) }
         let bytes = batch.map { ByteBuffer(bytes: $0.push.bytes) }
         let quotas = batch.map(\.push.defaultQuotaBytes)
-        let rows = try await client.query(
+        let rows = try await connection.query(
             "SELECT o_outcome, o_arrival, o_detail FROM logsync_push(\(accounts), \(nodes), \(firsts), \(lasts), \(digests), \(bytes), \(quotas))",
             logger: logger)
         FaultPoints.beforeCommit()

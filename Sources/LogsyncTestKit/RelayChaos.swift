@@ -43,6 +43,10 @@ public enum RelayChaos {
         public var listenTerminations = 0
         public var databaseRestarts = 0
         public var refusedOrFailedRequests = 0
+        /// Pushes of the same bytes answered 409: a relay that lost track of what it stored.
+        public var conflicts = 0
+        public var lostExamples: [String] = []
+        public var storedSegments = 0
         public var seconds = 0.0
         public var finished = false
     }
@@ -137,7 +141,19 @@ public enum RelayChaos {
         let stored = try await storedArrivals(port: relays[0].port, token: token)
         var report = shared.state.withLock { $0.report }
         let acknowledged = shared.state.withLock { $0.acknowledged }
-        report.lost = acknowledged.filter { stored[$0.key] != $0.value }.count
+        let lost = acknowledged.filter { stored[$0.key] != $0.value }
+        report.lost = lost.count
+        report.lostExamples = lost.prefix(10).map { "\($0.key) acknowledged at \($0.value), stored \(stored[$0.key].map { "at \($0)" } ?? "nowhere")" }
+        report.storedSegments = stored.count
+        for (key, arrival) in lost.prefix(5) {
+            let parts = key.split(separator: "/")
+            let found = (try? await server.sql(
+                "SELECT coalesce(string_agg(arrival::text, ','), 'none') FROM segments WHERE account = 'chaos' AND node = '\(parts[0])' AND first = \(parts[1])",
+                database: database)) ?? "?"
+            let at = (try? await server.sql(
+                "SELECT coalesce(string_agg(node || '/' || first, ','), 'none') FROM segments WHERE account = 'chaos' AND arrival = \(arrival)", database: database)) ?? "?"
+            report.lostExamples.append("database: \(key) at \(found); arrival \(arrival) holds \(at)")
+        }
         report.cursors = plan.tailers
         report.seconds = (ContinuousClock.now - started).seconds
         report.finished = report.acknowledged >= plan.pushes
@@ -174,18 +190,28 @@ public enum RelayChaos {
     private static func pushLoop(index: Int, plan: Plan, token: String, shared: Shared, deadline: ContinuousClock.Instant) {
         let node = String(format: "%08x-0000-4000-8000-%012x", index, index)
         var sequence: UInt64 = 1
+        // A segment's bytes are made once and sent again as they are until acknowledged, as syncd does: a
+        // push stored but not acknowledged (its relay killed meanwhile) is then answered 200.
+        var bytes: [UInt8] = []
         while ContinuousClock.now < deadline, !shared.state.withLock({ $0.stopPushing || $0.report.acknowledged >= plan.pushes }) {
-            guard let bytes = try? SegmentFixtures.segment(account: "chaos", node: node, first: sequence, last: sequence) else { return }
+            if bytes.isEmpty {
+                guard let made = try? SegmentFixtures.segment(account: "chaos", node: node, first: sequence, last: sequence) else { return }
+                bytes = made
+            }
             let answer = try? rawRequestBlocking(
                 port: shared.randomPort(), method: "PUT", path: "/v1/accounts/chaos/nodes/\(node)/segments/\(sequence)-\(sequence)", token: token,
                 body: bytes)
             guard let answer, answer.status == 200 || answer.status == 201,
                 let object = try? JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any], let arrival = object["arrival"] as? Int
             else {
-                shared.state.withLock { $0.report.refusedOrFailedRequests += 1 }
+                shared.state.withLock { state in
+                    state.report.refusedOrFailedRequests += 1
+                    if answer?.status == 409 { state.report.conflicts += 1 }
+                }
                 Thread.sleep(forTimeInterval: 0.05)
                 continue
             }
+            bytes = []
             let now = ContinuousClock.now
             shared.state.withLock { state in
                 if state.acknowledged["\(node)/\(sequence)"] == nil { state.report.acknowledged += 1 }

@@ -340,13 +340,14 @@ extension Array {
         plan.killEvery = long == nil ? .seconds(3) : .seconds(5)
         plan.terminateListenEvery = long == nil ? .seconds(4) : .seconds(10)
         plan.timeLimit = long == nil ? .seconds(240) : .seconds(3_600)
-        let report = try await RelayChaos.run(plan) { print($0) }
+        let report = try await RelayChaos.run(plan) { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         print("relay chaos: " + String(decoding: try encoder.encode(report), as: UTF8.self))
         #expect(report.finished, "\(plan.pushes) pushes acknowledged within the time limit: \(report)")
         #expect(report.skipped == 0 && report.duplicated == 0, "no cursor skipped or repeated an arrival: \(report)")
         #expect(report.lost == 0, "every acknowledged push is stored at its arrival: \(report)")
+        #expect(report.conflicts == 0, "a push sent again with its bytes is never refused as a conflict: \(report)")
         #expect(report.relayKills >= 2 && report.listenTerminations >= 1 && report.databaseRestarts == 1, "the faults happened: \(report)")
         #expect(report.polls > 0)
     }
