@@ -24,6 +24,7 @@
 //   LogsyncControl    what clients of syncd need: its configuration, the control protocol and client
 //   LogsyncDaemon     syncd's parts: the sync loop and the control server
 //   LogsyncRelay      sync-relay's parts: accounts and tokens, mailbox storage, limits, the HTTP routes
+//   LogsyncRelayPostgres  sync-relay's PostgreSQL backend: storage, arrival numbers, wake-ups across relays
 //
 import PackageDescription
 
@@ -49,6 +50,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -84,10 +86,20 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        .target(
+            name: "LogsyncRelayPostgres",
+            dependencies: [
+                "LogsyncCore", "LogsyncPlatform", "LogsyncRelay", "LogsyncSQLite",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .executableTarget(
             name: "sync-relay",
             dependencies: [
-                "LogsyncRelay", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncSystemd",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncSystemd",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -161,8 +173,8 @@ let package = Package(
         .testTarget(
             name: "LogsyncRelayTests",
             dependencies: [
-                "LogsyncRelay", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
-                "LogsyncTestKit", "LogsyncTransport",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
+                "LogsyncTestKit", "LogsyncTransport", .product(name: "Logging", package: "swift-log"),
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -11,8 +11,8 @@ packages=(libsqlite3-dev libcurl4-openssl-dev libsystemd-dev zlib1g-dev pkg-conf
 if [ "${1:-}" != "--build" ]; then
     # What the tests run besides: the sqlite3 shell and Python as foreign writers, Python's venv for PyPI
     # tools, systemd-analyze for the units, openssl for TLS, Syncthing as a carrier, and Debian's own
-    # packaging tools for the .deb.
-    packages+=(sqlite3 python3 python3-venv systemd openssl syncthing dpkg-dev lintian patchelf)
+    # packaging tools for the .deb; PostgreSQL 15 (server, initdb, pgbench) for the relay's scale-out backend.
+    packages+=(sqlite3 python3 python3-venv systemd openssl syncthing dpkg-dev lintian patchelf postgresql)
 fi
 
 missing=()

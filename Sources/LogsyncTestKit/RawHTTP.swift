@@ -19,10 +19,10 @@ public final class RawConnection {
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 else {
-            close(descriptor)
-            throw RawHTTPError("connect to 127.0.0.1:\(port): errno \(errno)")
-        }
+        // Not closed here: an initializer that throws once every property is set runs `deinit`, which
+        // closes it. Closing it twice closed, under load, another thread's socket that had just been given
+        // the same number (the relay chaos run read other requests' answers that way).
+        guard result == 0 else { throw RawHTTPError("connect to 127.0.0.1:\(port): errno \(errno)") }
     }
 
     deinit { close(descriptor) }

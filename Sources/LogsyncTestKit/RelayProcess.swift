@@ -1,11 +1,20 @@
 import Foundation
 import Synchronization
 
-/// A real `sync-relay` on 127.0.0.1 with a database in a test's own directory: started on a free port
-/// (restarted on the same one), with its administration commands at hand.
+/// Where a test relay keeps its data: a SQLite file in its directory, or a database of its own on a
+/// PostgreSQL server (several relays may share one).
+public enum RelayStore: Sendable {
+    case sqlite
+    case postgres(PostgresServer, database: String)
+}
+
+/// A real `sync-relay` on 127.0.0.1 with a database in a test's own directory (or on a PostgreSQL
+/// server): started on a free port (restarted on the same one), with its administration commands at hand.
 public final class RelayProcess: Sendable {
     public let directory: TemporaryDirectory
+    /// The SQLite file (unused on PostgreSQL).
     public let database: String
+    public let store: RelayStore
     private let state = Mutex(State())
 
     private struct State {
@@ -13,11 +22,31 @@ public final class RelayProcess: Sendable {
         var port = 0
         var scheme = "http"
         var previousLogs = ""
+        /// The configuration file every command is given, once one is written.
+        var config: String?
     }
 
-    public init(_ label: String = "r") throws {
+    public init(_ label: String = "r", store: RelayStore = .sqlite) throws {
         directory = try TemporaryDirectory(label)
         database = directory.file("relay.sqlite")
+        self.store = store
+        if case .postgres = store { try configure("") }
+    }
+
+    /// Writes the configuration every later command and start uses: `extra` (TOML), after the lines that
+    /// name the PostgreSQL database when the relay keeps its data there.
+    public func configure(_ extra: String) throws {
+        var text = extra
+        if case .postgres(let server, let name) = store { text = server.relayConfiguration(database: name) + "\n" + extra }
+        let path = try directory.write("sync-relay.toml", text)
+        state.withLock { $0.config = path }
+    }
+
+    /// Where the relay's data is: `--database FILE` for SQLite, and the configuration when one is written.
+    private var storeArguments: [String] {
+        let config = state.withLock { $0.config }.map { ["--config", $0] } ?? []
+        if case .sqlite = store { return config + ["--database", database] }
+        return config
     }
 
     public var port: Int { state.withLock { $0.port } }
@@ -33,7 +62,7 @@ public final class RelayProcess: Sendable {
         let port = self.port
         let process = try Subprocess(
             Products.path("sync-relay"),
-            ["serve", "--database", database, "--host", "127.0.0.1", "--port", String(port)] + arguments, environment: variables)
+            ["serve"] + storeArguments + ["--host", "127.0.0.1", "--port", String(port)] + arguments, environment: variables)
         state.withLock { $0.process = process }
         let line = try await process.line(startingWith: "sync-relay listening on ", timeout: timeout)
         guard let chosen = line.split(separator: ":").last.flatMap({ Int($0) }) else {
@@ -106,9 +135,9 @@ public final class RelayProcess: Sendable {
         return "\(id)/\(epoch)"
     }
 
-    /// Runs `sync-relay ARGUMENTS --database <this relay's>` to completion.
+    /// Runs `sync-relay ARGUMENTS` on this relay's data (`--database`, `--config`) to completion.
     public func admin(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await Subprocess.run(Products.path("sync-relay"), arguments + ["--database", database], timeout: .seconds(30))
+        try await Subprocess.run(Products.path("sync-relay"), arguments + storeArguments, timeout: .seconds(30))
     }
 
     /// Creates an account (quota in bytes when given).

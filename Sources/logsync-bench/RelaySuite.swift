@@ -19,6 +19,9 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
 
     @OptionGroup var options: SuiteOptions
 
+    @Option(help: "Where the relays keep their data: sqlite (one relay, embedded) or postgres (two relays on one throwaway PostgreSQL cluster).")
+    var backend: String = "sqlite"
+
     static let suite = "relay"
     /// The account the push and fan-out measurements load; the latency runs use syncd's (LatencySuite.account).
     static let account = "load"
@@ -26,6 +29,11 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
     static let waiters = 1_000
 
     func run() throws {
+        if backend == "postgres" { return try runPostgres() }
+        guard backend == "sqlite" else {
+            Report.progress("error: --backend must be sqlite or postgres, not \(backend)")
+            throw ExitCode(ExitStatus.usage)
+        }
         let quick = options.quick
         let pushesPerPusher = quick ? 60 : 300
         let fanOutRounds = quick ? 3 : 10
@@ -43,14 +51,15 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             throw ExitCode(ExitStatus.unavailable)
         }
         try withTemporaryDirectory { directory in
-            let relay = try BenchRelay(executable: relayExecutable, directory: directory)
+            let relay = try BenchRelay(executable: relayExecutable, store: ["--database", directory.file("relay.sqlite")])
             defer { relay.stop() }
             Report.progress("relay: sync-relay on \(relay.url), database in \(directory.path); \(ProcessInfo.processInfo.activeProcessorCount) cores")
 
-            let rate = try measurePushes(relay: relay, perPusher: pushesPerPusher)
+            let (rate, cpu) = try measurePushes(relays: [relay], perPusher: pushesPerPusher)
             Report.emit(metric("pushes_per_s", rate, unit: "pushes/s", goal: 10_000, .higher, decimals: 0))
+            Report.emit(metric("relay_cpu_us_per_push", cpu.relay, unit: "µs", goal: nil, .lower, decimals: 1))
 
-            let fanOut = try measureFanOut(relay: relay, rounds: fanOutRounds)
+            let fanOut = try measureFanOut(waitOn: relay, pushTo: relay, rounds: fanOutRounds)
             Report.progress("  fan-out of one push to \(Self.waiters) long-polls, \(fanOut.count) answers: " + LatencySuite.summary(fanOut, timeouts: 0))
             Report.emit(metric("longpoll_p50_ms", Stats.percentile(fanOut, 50), unit: "ms", goal: nil, .lower))
             Report.emit(metric("longpoll_p99_ms", Stats.percentile(fanOut, 99), unit: "ms", goal: 100, .lower))
@@ -84,8 +93,13 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
     }
 
     /// 64 threads, each a node with its own connection, pushing small one-transaction segments as fast as
-    /// acknowledgements come back. Every acknowledgement is durable (fsynced, shared by a group commit).
-    func measurePushes(relay: BenchRelay, perPusher: Int) throws -> Double {
+    /// acknowledgements come back, spread over `relays` (pusher i on relay i mod n). Every acknowledgement
+    /// is durable (fsynced, shared by a group commit). Also the relays' CPU per push, and the database's
+    /// (`databaseCPU`, PostgreSQL's processes) when given.
+    func measurePushes(
+        relays: [BenchRelay], perPusher: Int, databaseCPU: (() -> Double)? = nil
+    ) throws -> (rate: Double, cpu: (relay: Double, database: Double)) {
+        let relay = relays[0]
         let token = try relay.admin(["token", "issue", Self.account])
         Report.progress("pushes: \(Self.pushers) pushers × \(perPusher) one-transaction segments, durable acknowledgements")
         let prepared: [(NodeID, [[UInt8]])] = try (0..<Self.pushers).map { _ in
@@ -99,14 +113,16 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         }
         let failures = Mutex<[String]>([])
         let done = DispatchGroup()
-        let relayCPUBefore = relay.cpuSeconds()
+        let relayCPUBefore = relays.map { $0.cpuSeconds() }.reduce(0, +)
+        let databaseCPUBefore = databaseCPU?() ?? 0
         let benchCPUBefore = Self.ownCPUSeconds()
         let started = ContinuousClock.now
-        for (node, segments) in prepared {
+        for (index, (node, segments)) in prepared.enumerated() {
             done.enter()
+            let url = relays[index % relays.count].url
             Thread.detachNewThread {
                 defer { done.leave() }
-                let transport = RelayTransport(settings: RelayClientSettings(url: relay.url, account: Self.account, token: token), node: node)
+                let transport = RelayTransport(settings: RelayClientSettings(url: url, account: Self.account, token: token), node: node)
                 for (index, bytes) in segments.enumerated() {
                     let sequence = UInt64(index + 1)
                     do {
@@ -120,34 +136,39 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
         }
         done.wait()
         let elapsed = (ContinuousClock.now - started).inMilliseconds / 1000
-        let relayCPU = relay.cpuSeconds() - relayCPUBefore
+        let relayCPU = relays.map { $0.cpuSeconds() }.reduce(0, +) - relayCPUBefore
+        let databaseCPU = (databaseCPU?() ?? 0) - databaseCPUBefore
         let benchCPU = Self.ownCPUSeconds() - benchCPUBefore
+        let pushes = Double(Self.pushers * perPusher)
         Report.progress(
-            "  CPU meanwhile: sync-relay \(formatted(relayCPU, decimals: 2)) s (\(formatted(relayCPU * 1e6 / Double(Self.pushers * perPusher), decimals: 0)) µs per push), "
+            "  CPU meanwhile: sync-relay \(formatted(relayCPU, decimals: 2)) s (\(formatted(relayCPU * 1e6 / pushes, decimals: 0)) µs per push), "
+                + (databaseCPU > 0 ? "PostgreSQL \(formatted(databaseCPU, decimals: 2)) s (\(formatted(databaseCPU * 1e6 / pushes, decimals: 0)) µs per push), " : "")
                 + "the 64 pushers \(formatted(benchCPU, decimals: 2)) s, of \(formatted(elapsed * Double(ProcessInfo.processInfo.activeProcessorCount), decimals: 2)) s of the machine's cores")
         let failed = failures.withLock { $0 }
         if !failed.isEmpty { throw BenchError("\(failed.count) pushers failed; the first: \(failed[0])") }
         let total = Self.pushers * perPusher
-        let metrics = (try? relay.get("/metrics")) ?? ""
-        let commits = metrics.split(separator: "\n").first { $0.hasPrefix("relay_commits_total ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+        let commits = relays.map { relay in
+            ((try? relay.get("/metrics")) ?? "").split(separator: "\n").first { $0.hasPrefix("relay_commits_total ") }.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+        }.reduce(0, +)
         Report.progress(
             "  \(grouped(total)) pushes in \(formatted(elapsed, decimals: 2)) s: \(grouped(Int(Double(total) / elapsed)))/s; "
                 + "\(grouped(Int(commits))) commits so far (\(formatted(commits > 0 ? Double(total) / commits : 0, decimals: 1)) pushes per fsync)")
-        return Double(total) / elapsed
+        return (Double(total) / elapsed, (relayCPU * 1e6 / pushes, databaseCPU * 1e6 / pushes))
     }
 
-    /// Rounds of: 1,000 long-polls waiting on their own connections, one push, and the time from sending
-    /// the push to each long-poll's answer arriving (all read with poll(2) on one thread).
-    func measureFanOut(relay: BenchRelay, rounds: Int) throws -> [Double] {
+    /// Rounds of: `waiters` long-polls waiting on their own connections to `waitOn`, one push to `pushTo`,
+    /// and the time from sending the push to each long-poll's answer arriving (all read with poll(2) on
+    /// one thread).
+    func measureFanOut(waitOn relay: BenchRelay, pushTo pusher: BenchRelay, rounds: Int, waiters: Int = RelaySuite.waiters, quiet: Bool = false) throws -> [Double] {
         let token = try relay.admin(["token", "issue", Self.account])
         let node = NodeID(UUID().uuidString.lowercased())
-        Report.progress("fan-out: \(rounds) rounds of \(Self.waiters) waiting long-polls woken by one push")
+        if !quiet { Report.progress("fan-out: \(rounds) rounds of \(waiters) waiting long-polls woken by one push") }
         var latencies: [Double] = []
         for round in 1...rounds {
             let cursor = try relay.latestArrival(token: token)
             var sockets: [Int32] = []
             defer { for socket in sockets { close(socket) } }
-            for _ in 0..<Self.waiters {
+            for _ in 0..<waiters {
                 let socket = try BenchRelay.connect(port: relay.port)
                 sockets.append(socket)
                 let request = "GET /v1/accounts/\(Self.account)/segments?after=\(cursor)&wait=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n\r\n"
@@ -155,12 +176,12 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             }
             let deadline = ContinuousClock.now + .seconds(30)
             while ContinuousClock.now < deadline {
-                if (try? relay.get("/metrics"))?.contains("relay_waiting_polls \(Self.waiters)\n") == true { break }
+                if (try? relay.get("/metrics"))?.contains("relay_waiting_polls \(waiters)\n") == true { break }
                 Thread.sleep(forTimeInterval: 0.01)
             }
             let bytes = try SegmentEncoder.encode(
                 schemaVersion: 1, account: Self.account, node: node, transactions: [NoteFixture.transaction(sequence: UInt64(round))])
-            let pushSocket = try BenchRelay.connect(port: relay.port)
+            let pushSocket = try BenchRelay.connect(port: pusher.port)
             defer { close(pushSocket) }
             let push = "PUT /v1/accounts/\(Self.account)/nodes/\(node)/segments/\(round)-\(round) HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: \(bytes.count)\r\n\r\n"
             let sent = ContinuousClock.now
@@ -177,8 +198,10 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
                     descriptors[index].fd = -1
                 }
             }
-            if !pending.isEmpty { throw BenchError("\(pending.count) of \(Self.waiters) long-polls did not answer within 30 s of the push") }
-            Report.progress("  round \(round): all \(Self.waiters) answered; the last \(formatted(latencies.suffix(Self.waiters).max()!, decimals: 1)) ms after the push")
+            if !pending.isEmpty { throw BenchError("\(pending.count) of \(waiters) long-polls did not answer within 30 s of the push") }
+            if !quiet {
+                Report.progress("  round \(round): all \(waiters) answered; the last \(formatted(latencies.suffix(waiters).max()!, decimals: 1)) ms after the push")
+            }
         }
         return latencies
     }
@@ -198,20 +221,24 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
 /// A `sync-relay` this run started, with an account and the administration commands.
 final class BenchRelay: Sendable {
     let executable: String
-    let database: String
+    /// `--database FILE` or `--config FILE`: where its data is, for `serve` and the administration commands.
+    let store: [String]
     let process: ChildProcess
     let port: Int
     var url: String { "http://127.0.0.1:\(port)" }
 
-    init(executable: String, directory: TemporaryDirectory) throws {
+    /// `createAccounts`: the first relay on a database creates the accounts the suite uses.
+    init(executable: String, store: [String], createAccounts: Bool = true) throws {
         self.executable = executable
-        database = directory.file("relay.sqlite")
-        for account in [RelaySuite.account, LatencySuite.account] {
-            try ChildProcess(executable, ["account", "create", account, "--database", database], standardOutput: .null).waitUntilExit()
+        self.store = store
+        if createAccounts {
+            for account in [RelaySuite.account, LatencySuite.account] {
+                try ChildProcess(executable, ["account", "create", account] + store, standardOutput: .null).waitUntilExit()
+            }
         }
         let output = try ChildProcess.pipe()
         process = try ChildProcess(
-            executable, ["serve", "--database", database, "--host", "127.0.0.1", "--port", "0", "--log-level", "warning"],
+            executable, ["serve"] + store + ["--host", "127.0.0.1", "--port", "0", "--log-level", "warning"],
             standardOutput: .descriptor(output.write.fileDescriptor))
         try output.write.close()
         // The first line says where it listens.
@@ -246,9 +273,9 @@ final class BenchRelay: Sendable {
         process.waitUntilExit()
     }
 
-    /// Runs `sync-relay ARGUMENTS --database …` and returns the first line it printed.
+    /// Runs `sync-relay ARGUMENTS` on its data and returns the first line it printed.
     func admin(_ arguments: [String]) throws -> String {
-        let (status, data) = try ChildProcess.run(executable, arguments + ["--database", database], standardError: .null)
+        let (status, data) = try ChildProcess.run(executable, arguments + store, standardError: .null)
         guard status == 0 else { throw BenchError("sync-relay \(arguments.joined(separator: " ")) failed") }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").first.map(String.init) ?? ""
     }

@@ -20,6 +20,19 @@ enum RelayConfiguration {
         }
     }
 
+    /// An integer `[postgres]` setting within `range`.
+    static func postgresInteger(
+        _ keyPath: WritableKeyPath<PostgresConnectionSettings, Int> & Sendable, _ range: ClosedRange<Int64>
+    ) -> @Sendable (inout RelaySettings, ConfigValue, (String) -> String) -> String? {
+        { settings, value, _ in
+            guard case .integer(let number) = value, range.contains(number) else {
+                return "must be an integer from \(range.lowerBound) to \(range.upperBound)"
+            }
+            settings.postgres[keyPath: keyPath] = Int(number)
+            return nil
+        }
+    }
+
     static func path(_ keyPath: WritableKeyPath<RelaySettings, String?> & Sendable) -> @Sendable (inout RelaySettings, ConfigValue, (String) -> String) -> String? {
         { settings, value, resolve in
             guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
@@ -46,6 +59,51 @@ enum RelayConfiguration {
             settings.databasePath = resolve(text)
             return nil
         },
+        Key(table: "storage", name: "backend", meaning: "sqlite (the embedded database file) or postgres (a PostgreSQL database shared by any number of relays, [postgres])") {
+            settings, value, _ in
+            guard case .string(let text) = value, let backend = RelayBackend(rawValue: text) else { return "must be \"sqlite\" or \"postgres\"" }
+            settings.backend = backend
+            return nil
+        },
+        Key(table: "postgres", name: "host", meaning: "the PostgreSQL server's host name or address (TCP)") { settings, value, _ in
+            guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
+            settings.postgres.host = text
+            return nil
+        },
+        Key(table: "postgres", name: "port", meaning: "the PostgreSQL server's port (also names its Unix socket)", apply: postgresInteger(\.port, 1...65_535)),
+        Key(table: "postgres", name: "socket_directory", meaning: "the folder of the server's Unix socket; preferred over host when set") {
+            settings, value, resolve in
+            guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
+            settings.postgres.socketDirectory = resolve(text)
+            return nil
+        },
+        Key(table: "postgres", name: "user", meaning: "the database role the relay logs in as") { settings, value, _ in
+            guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
+            settings.postgres.user = text
+            return nil
+        },
+        Key(table: "postgres", name: "database", meaning: "the database holding the relay's tables") { settings, value, _ in
+            guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
+            settings.postgres.database = text
+            return nil
+        },
+        Key(table: "postgres", name: "password_file", meaning: "a file (mode 600) whose first line is the role's password") { settings, value, resolve in
+            guard case .string(let text) = value, !text.isEmpty else { return "must be a non-empty string" }
+            settings.postgres.passwordFile = resolve(text)
+            return nil
+        },
+        Key(table: "postgres", name: "password_credential", meaning: "the systemd credential (LoadCredential=) holding the password") { settings, value, _ in
+            guard case .string(let text) = value, !text.isEmpty, !text.contains("/") else { return "must be a credential name (no '/')" }
+            settings.postgres.passwordCredential = text
+            return nil
+        },
+        Key(table: "postgres", name: "password", meaning: "refused: the password is never written here") { _, _, _ in
+            "is refused: put the password in a file (postgres.password_file, mode 600) or a systemd credential (postgres.password_credential)"
+        },
+        Key(table: "postgres", name: "max_connections", meaning: "pooled connections per relay (its LISTEN session is one more)", apply: postgresInteger(\.maximumConnections, 1...1_000)),
+        Key(table: "postgres", name: "operation_timeout_s", meaning: "a database answer later than this makes the request a 503", apply: postgresInteger(\.operationTimeoutSeconds, 1...600)),
+        Key(table: "postgres", name: "push_writers", meaning: "push transactions one relay runs at once", apply: postgresInteger(\.pushWriters, 1...64)),
+        Key(table: "postgres", name: "recheck_ms", meaning: "how often waiting long-polls are checked against the database (at most 5000)", apply: postgresInteger(\.recheckMilliseconds, 50...5_000)),
         Key(table: "storage", name: "default_quota_bytes", meaning: "bytes of segments, baselines and progress records an account may hold unless its own quota says otherwise") { settings, value, _ in
             guard case .integer(let number) = value, number > 0 else { return "must be a positive integer" }
             settings.defaultQuotaBytes = number
@@ -99,7 +157,7 @@ enum RelayConfiguration {
                 let known = keys.filter { $0.table == entry.table }.map(\.name)
                 throw ConfigError(
                     file: chosen, line: entry.line,
-                    "unknown key '\(entry.table).\(entry.key)' (\(known.isEmpty ? "known tables: server, storage, limits, log" : "known keys in [\(entry.table)]: " + known.joined(separator: ", ")))")
+                    "unknown key '\(entry.table).\(entry.key)' (\(known.isEmpty ? "known tables: server, storage, postgres, limits, log" : "known keys in [\(entry.table)]: " + known.joined(separator: ", ")))")
             }
             if let problem = key.apply(&settings, entry.value, resolve) {
                 throw ConfigError(file: chosen, line: entry.line, "'\(entry.table).\(entry.key)' \(problem)")

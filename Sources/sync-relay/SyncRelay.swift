@@ -5,6 +5,7 @@ import LogsyncCore
 import LogsyncControl
 import LogsyncPlatform
 import LogsyncRelay
+import LogsyncRelayPostgres
 import LogsyncSystemd
 import Synchronization
 
@@ -23,7 +24,7 @@ struct SyncRelay: ParsableCommand {
             permitted), 78 bad configuration (docs/exit-codes.md).
             """,
         version: LogsyncVersion.current,
-        subcommands: [Serve.self, Account.self, Token.self],
+        subcommands: [Serve.self, Account.self, Token.self, Migrate.self],
         defaultSubcommand: Serve.self)
 
     /// A synchronous main, so that `serve` can block the signals it handles on the main thread before any
@@ -56,13 +57,16 @@ struct Location: ParsableArguments {
     @Option(help: "The configuration file (config/sync-relay.toml lists every key).")
     var config: String?
 
-    @Option(help: "The relay's database, overriding [storage] database.")
+    @Option(help: "The relay's SQLite database, overriding [storage] database (and [storage] backend).")
     var database: String?
 
     func settings() throws -> (RelaySettings, String) {
         do {
             var (settings, source) = try RelayConfiguration.load(file: config)
-            if let database { settings.databasePath = database }
+            if let database {
+                settings.databasePath = database
+                settings.backend = .sqlite
+            }
             return (settings, source)
         } catch {
             throw fail("configuration error: \(error)", status: ExitStatus.configuration)
@@ -117,9 +121,10 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap { label in JournalLogHandler(label: label, identifier: "sync-relay", level: level) }
         let logger = Logger(label: "logsync.relay")
 
-        let storage = try location.storage(serving: true)
-        if let change = storage.epochChange {
-            logger.notice("relay \(storage.identity.id): \(change)", metadata: ["MESSAGE_ID": "\(MessageID.relayEpochChanged)"])
+        let opened = try await location.open(serving: true, logger: logger)
+        let storage = opened.storage
+        if let change = opened.epochChange {
+            logger.notice("relay \(opened.identity.id): \(change)", metadata: ["MESSAGE_ID": "\(MessageID.relayEpochChanged)"])
         }
         var tls: TLSCredentials?
         if let certificate = settings.tlsCertificatePath, let key = settings.tlsKeyPath {
@@ -149,7 +154,7 @@ struct Serve: AsyncParsableCommand {
         let watchdog = Task {
             guard let interval = notifier.watchdogInterval else { return }
             while !Task.isCancelled {
-                if storage.isReady() { notifier.watchdog() }
+                if await storage.isReady() { notifier.watchdog() }
                 try? await Task.sleep(for: interval / 2)
             }
         }
@@ -159,7 +164,7 @@ struct Serve: AsyncParsableCommand {
             JournalLogHandler(label: label, identifier: "sync-relay", level: frameworkLevel)
         }
         let server = RelayServer(settings: settings, storage: storage, tls: tls, logger: logger, frameworkLogger: frameworkLogger)
-        let (host, database, origin, identity) = (settings.host, storage.path, source, storage.identity)
+        let (host, database, origin, identity) = (settings.host, opened.location, source, opened.identity)
         let scheme = tls == nil ? "http" : "https"
         do {
             try await server.run { port in
@@ -172,12 +177,12 @@ struct Serve: AsyncParsableCommand {
             }
         } catch {
             watchdog.cancel()
-            storage.close()
+            await opened.close()
             throw fail("cannot serve on \(settings.host):\(settings.port): \(error)", status: ExitStatus.systemError)
         }
         notifier.stopping()
         watchdog.cancel()
-        storage.close()
+        await opened.close()
         logger.info("sync-relay stopped", metadata: ["MESSAGE_ID": "\(MessageID.stopping)"])
         withExtendedLifetime(hangup) {}
     }
@@ -197,7 +202,7 @@ struct Account: ParsableCommand {
 
         func run() throws {
             do {
-                try location.storage().createAccount(name, quotaBytes: quotaBytes)
+                try location.administer { [name, quotaBytes] in try await $0.createAccount(name, quotaBytes: quotaBytes) }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
@@ -213,7 +218,7 @@ struct Account: ParsableCommand {
         func run() throws {
             let accounts: [AccountInfo]
             do {
-                accounts = try location.storage().accounts()
+                accounts = try location.administer { try await $0.accounts() }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
@@ -231,7 +236,7 @@ struct Account: ParsableCommand {
 
         func run() throws {
             do {
-                try location.storage().deleteAccount(name)
+                try location.administer { [name] in try await $0.deleteAccount(name) }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
@@ -256,7 +261,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let issued: (info: TokenInfo, token: String)
             do {
-                issued = try location.storage().issueToken(account: account, node: node.map(NodeID.init))
+                issued = try location.administer { [account, node] in try await $0.issueToken(account: account, node: node.map(NodeID.init)) }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
@@ -278,7 +283,7 @@ struct Token: ParsableCommand {
         func run() throws {
             let tokens: [TokenInfo]
             do {
-                tokens = try location.storage().tokens(account: account)
+                tokens = try location.administer { [account] in try await $0.tokens(account: account) }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
@@ -294,11 +299,69 @@ struct Token: ParsableCommand {
 
         func run() throws {
             do {
-                try location.storage().revokeToken(id: id)
+                try location.administer { [id] in try await $0.revokeToken(id: id) }
             } catch let error as RelayError {
                 throw fail(error.message, status: ExitStatus.failed)
             }
             print("revoked token \(id)")
         }
+    }
+}
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy a SQLite relay database into the PostgreSQL one the configuration names ([storage] backend = \"postgres\").",
+        discussion: """
+            Stop the SQLite relay first (what it stores after the copy began is not copied). Arrival numbers, cursors, \
+            tokens, progress records, baselines and the relay's identity and epoch are kept: nodes need only the new \
+            address. The PostgreSQL database must hold no account yet; the copy is one transaction.
+            """)
+
+    @Option(help: "The configuration naming the PostgreSQL database (config/sync-relay.toml, [postgres]).")
+    var config: String?
+
+    @Option(help: "The SQLite relay database to copy.")
+    var from: String
+
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let settings: RelaySettings
+        do {
+            settings = try RelayConfiguration.load(file: config).0
+        } catch {
+            throw fail("configuration error: \(error)", status: ExitStatus.configuration)
+        }
+        guard settings.backend == .postgres else {
+            throw fail("the configuration's [storage] backend is \(settings.backend.rawValue): migrate copies into PostgreSQL (set backend = \"postgres\" and [postgres])", status: ExitStatus.configuration)
+        }
+        let from = self.from
+        let summary: SQLiteRelayImport.Summary
+        do {
+            summary = try runBlocking {
+                var logger = Logger(label: "logsync.relay.migrate")
+                logger.logLevel = .warning
+                let storage: PostgresRelayStorage
+                do {
+                    storage = try await PostgresRelayStorage.open(settings: settings.postgres, serving: false, logger: logger)
+                } catch {
+                    throw fail((error as? RelayError)?.message ?? "\(error)", status: ExitStatus.unavailable)
+                }
+                do {
+                    let summary = try await SQLiteRelayImport.copy(from: from, into: storage)
+                    await storage.close()
+                    return summary
+                } catch {
+                    await storage.close()
+                    throw error
+                }
+            }
+        } catch let error as RelayError {
+            throw fail(error.description, status: ExitStatus.failed)
+        }
+        if json { return try printJSON(summary) }
+        print(
+            "copied \(summary.accounts) accounts (\(summary.retiredAccounts) retired), \(summary.tokens) tokens, \(summary.segments) segments (\(summary.segmentBytes) bytes), \(summary.progressRecords) progress records, \(summary.baselines) baselines into PostgreSQL database \(settings.postgres.database); relay \(summary.identity)"
+        )
     }
 }

@@ -1,19 +1,41 @@
 import Foundation
 import LogsyncTestKit
 
+/// Where the relay under test keeps its data: the relay's tests run against both (Swift Testing
+/// arguments). The PostgreSQL backend uses one server per test process, a database per relay.
+enum Backend: String, CaseIterable, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    var description: String { rawValue }
+
+    func store() async throws -> RelayStore {
+        switch self {
+        case .sqlite: return .sqlite
+        case .postgres:
+            let server = try await PostgresServer.shared()
+            return .postgres(server, database: try await server.createDatabase("relay"))
+        }
+    }
+
+    /// A relay (not started) on a fresh database of this backend.
+    func relay(_ label: String = "r") async throws -> RelayProcess { try RelayProcess(label, store: try await store()) }
+}
+
 /// A relay process with one account and a token for it, and requests to it on fresh connections.
 struct RelayFixture {
     let relay: RelayProcess
     let account: String
     let token: String
 
-    static func start(account: String = "acct", config: String? = nil, quotaBytes: Int? = nil, environment: [String: String] = [:]) async throws -> RelayFixture {
-        let relay = try RelayProcess()
-        var arguments: [String] = []
-        if let config { arguments += ["--config", try relay.directory.write("sync-relay.toml", config)] }
+    static func start(
+        _ backend: Backend = .sqlite, account: String = "acct", config: String? = nil, quotaBytes: Int? = nil, environment: [String: String] = [:]
+    ) async throws -> RelayFixture {
+        let relay = try await backend.relay()
+        if let config { try relay.configure(config) }
         try await relay.createAccount(account, quotaBytes: quotaBytes)
         let token = try await relay.issueToken(account)
-        try await relay.start(arguments: arguments, environment: environment)
+        try await relay.start(environment: environment)
         return RelayFixture(relay: relay, account: account, token: token)
     }
 

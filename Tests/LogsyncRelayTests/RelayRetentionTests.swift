@@ -56,8 +56,8 @@ import Testing
         return try #require(accounts.first { $0["name"] as? String == fixture.account }?["usedBytes"] as? Int)
     }
 
-    @Test func progressRecordsAndBaselinesRoundTripThroughTheTransport() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func progressRecordsAndBaselinesRoundTripThroughTheTransport(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let (a, b) = (SegmentFixtures.nodeID(), SegmentFixtures.nodeID())
         let ta = Self.transport(fixture, node: a, token: try await fixture.relay.issueToken(fixture.account, node: a))
         let tb = Self.transport(fixture, node: b, token: try await fixture.relay.issueToken(fixture.account, node: b))
@@ -108,8 +108,8 @@ import Testing
         #expect(gone?.code == .notFound)
     }
 
-    @Test func nodeTokensWriteOnlyAsTheirNodeAndAccountsStayApart() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func nodeTokensWriteOnlyAsTheirNodeAndAccountsStayApart(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let port = fixture.relay.port
         let (a, b) = (SegmentFixtures.nodeID(), SegmentFixtures.nodeID())
         let boundA = try await fixture.relay.issueToken(fixture.account, node: a)
@@ -160,8 +160,8 @@ import Testing
         }
     }
 
-    @Test func deletedSegmentsLeavePullCursorsIntact() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func deletedSegmentsLeavePullCursorsIntact(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let node = SegmentFixtures.nodeID()
         for sequence in UInt64(1)...3 {
             let bytes = try SegmentFixtures.segment(account: fixture.account, node: node, first: sequence, last: sequence)
@@ -207,8 +207,8 @@ import Testing
         #expect(foreign?.code == .forbidden, "a node never deletes another node's segment")
     }
 
-    @Test func limitsAndQuotaAreNamedInRefusals() async throws {
-        let fixture = try await RelayFixture.start(config: "[limits]\nmax_baseline_bytes = 300000\n", quotaBytes: 1_000_000)
+    @Test(arguments: Backend.allCases) func limitsAndQuotaAreNamedInRefusals(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend, config: "[limits]\nmax_baseline_bytes = 300000\n", quotaBytes: 1_000_000)
         let port = fixture.relay.port
         let node = SegmentFixtures.nodeID()
         let transport = Self.transport(fixture, node: node)
@@ -256,8 +256,8 @@ import Testing
         #expect(try await Self.usedBytes(fixture) > 840_000, "progress records count too")
     }
 
-    @Test func hostileNamesAreRefused() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func hostileNamesAreRefused(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let node = SegmentFixtures.nodeID()
         let port = fixture.relay.port
         let good = Self.baselineName(node, 1).fileName
@@ -284,8 +284,8 @@ import Testing
         #expect(none.status == 401, "no token, no listing")
     }
 
-    @Test func baselinesSurviveKill9AndCutUploadsLeaveNothing() async throws {
-        let fixture = try await RelayFixture.start(config: "[limits]\nrequest_timeout_s = 2\n")
+    @Test(arguments: Backend.allCases) func baselinesSurviveKill9AndCutUploadsLeaveNothing(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend, config: "[limits]\nrequest_timeout_s = 2\n")
         let node = SegmentFixtures.nodeID()
         let transport = Self.transport(fixture, node: node)
         let bytes = Self.bytes(2_500_000)

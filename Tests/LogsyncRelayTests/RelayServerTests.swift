@@ -4,8 +4,8 @@ import Testing
 
 /// A real `sync-relay` process on 127.0.0.1: pushes, pulls, long-polls, durability.
 @Suite(.serialized) struct RelayServerTests {
-    @Test func pushIsIdempotentAndConflictsAreRefused() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func pushIsIdempotentAndConflictsAreRefused(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let node = SegmentFixtures.nodeID()
         let bytes = try SegmentFixtures.segment(account: fixture.account, node: node, first: 1, last: 2)
         let first = try await fixture.push(node: node, first: 1, last: 2, bytes: bytes)
@@ -28,8 +28,8 @@ import Testing
         #expect(try await fixture.pulledSegments(after: 1).count == 1, "a pull after a cursor returns only later arrivals")
     }
 
-    @Test func pullReturnsManySegmentsPerAnswerAndPages() async throws {
-        let fixture = try await RelayFixture.start(config: "[limits]\nmax_pull_segments = 50\n")
+    @Test(arguments: Backend.allCases) func pullReturnsManySegmentsPerAnswerAndPages(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend, config: "[limits]\nmax_pull_segments = 50\n")
         let node = SegmentFixtures.nodeID()
         for sequence in UInt64(1)...120 {
             let bytes = try SegmentFixtures.segment(account: fixture.account, node: node, first: sequence, last: sequence)
@@ -51,8 +51,8 @@ import Testing
         #expect(pages == 3, "120 segments at 50 per answer: 3 pages")
     }
 
-    @Test func longPollWakesOnPush() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func longPollWakesOnPush(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let node = SegmentFixtures.nodeID()
         let port = fixture.relay.port
         let path = "/v1/accounts/\(fixture.account)/segments?after=0&wait=30"
@@ -77,8 +77,8 @@ import Testing
         #expect(idle.status == 200 && idle.text.contains("\"segments\":[]"))
     }
 
-    @Test func acknowledgedPushesSurviveKill9() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func acknowledgedPushesSurviveKill9(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let node = SegmentFixtures.nodeID()
         for sequence in UInt64(1)...40 {
             let bytes = try SegmentFixtures.segment(account: fixture.account, node: node, first: sequence, last: sequence)
@@ -91,8 +91,8 @@ import Testing
         #expect(pulled.map(\.first) == Array(1...40))
     }
 
-    @Test func healthReadinessAndMetrics() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func healthReadinessAndMetrics(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let port = fixture.relay.port
         let health = try await rawRequest(port: port, method: "GET", path: "/v1/health")
         #expect(health.status == 200 && health.text.contains("ok"))
@@ -116,8 +116,8 @@ import Testing
         #expect(counted.text.contains(#"relay_requests_total{route="/v1/accounts/{account}/nodes/{node}/segments/{range}",status="201"} 2"#), "\(counted.text)")
     }
 
-    @Test func sigtermStopsPromptly() async throws {
-        let fixture = try await RelayFixture.start()
+    @Test(arguments: Backend.allCases) func sigtermStopsPromptly(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
         let started = ContinuousClock.now
         let status = try await fixture.relay.stop()
         #expect(status == 0)

@@ -57,8 +57,8 @@ func note(_ title: String) -> [String: DatabaseValue] {
         #expect(try await relay.stop() == 0)
     }
 
-    @Test func relayKilledMidPushThenRestarted() async throws {
-        let relay = try RelayProcess()
+    @Test(arguments: Backend.allCases) func relayKilledMidPushThenRestarted(backend: Backend) async throws {
+        let relay = try await backend.relay()
         try await relay.createAccount("test")
         // The relay kills itself with SIGKILL inside the first commit: a push in flight, never acknowledged.
         try await relay.start(environment: ["LOGSYNC_RELAY_FAULT": "before-commit"])

@@ -1,18 +1,38 @@
 import Synchronization
 
+/// What tells a relay of arrivals it did not store itself: other relays on the same database
+/// (``ArrivalSource``). It wakes the long-polls that wait for them.
+public protocol ArrivalSink: Sendable {
+    /// `account` has arrivals up to `arrival`: wakes its long-polls waiting after a lower cursor.
+    func announce(account: String, arrival: UInt64)
+    /// A segment was deleted somewhere: pull answers encoded before are not reused.
+    func noteDeletion()
+    /// The accounts that have long-polls waiting now, to check their latest arrivals.
+    var waitingAccounts: [String] { get }
+}
+
+/// A storage that other relays write to as well: `deliverArrivals(to:)` runs as long as the relay serves
+/// and announces what the others stored (docs/relay-protocol.md, "Several relays on one database").
+public protocol ArrivalSource: Sendable {
+    func deliverArrivals(to sink: any ArrivalSink) async
+}
+
 /// Where long-polls wait for pushes: a pull with `wait` that finds nothing registers here, and the push
 /// that stores the next segment of its account wakes it. Bounded: past ``maximumWaiters`` a long-poll is
-/// refused (503) rather than queued.
-final class ArrivalBoard: Sendable {
+/// refused (503) rather than queued. A waiter is woken only by an arrival after its cursor, so that
+/// announcing an account's latest arrival again (a periodic re-check) wakes nobody who has it.
+final class ArrivalBoard: ArrivalSink, Sendable {
     let maximumWaiters: Int
     private let state = Mutex(State())
 
     private struct State {
         /// The latest arrival announced per account since start-up.
         var latest: [String: UInt64] = [:]
-        var waiters: [String: [Int: Waiter]] = [:]
+        var waiters: [String: [Int: (cursor: UInt64, waiter: Waiter)]] = [:]
         var count = 0
         var nextID = 0
+        /// Segments deleted so far, here or (told by an ``ArrivalSource``) on other relays.
+        var deletions = 0
     }
 
     private enum Waiter {
@@ -29,23 +49,30 @@ final class ArrivalBoard: Sendable {
 
     var waiting: Int { state.withLock { $0.count } }
 
+    var waitingAccounts: [String] { state.withLock { Array($0.waiters.keys) } }
+
+    var deletions: Int { state.withLock { $0.deletions } }
+
+    func noteDeletion() { state.withLock { $0.deletions += 1 } }
+
     /// The latest arrival announced for `account` since start-up, if any.
     func latest(account: String) -> UInt64? { state.withLock { $0.latest[account] } }
 
-    /// Records that `account` now has arrivals up to `arrival`, and wakes its long-polls.
+    /// Records that `account` now has arrivals up to `arrival`, and wakes its long-polls waiting after a
+    /// lower cursor.
     func announce(account: String, arrival: UInt64) {
         let woken: [CheckedContinuation<Bool, Never>] = state.withLock { state in
             state.latest[account] = max(state.latest[account] ?? 0, arrival)
             guard var waiters = state.waiters[account] else { return [] }
             var continuations: [CheckedContinuation<Bool, Never>] = []
-            for (id, waiter) in waiters {
-                switch waiter {
+            for (id, entry) in waiters where entry.cursor < arrival {
+                switch entry.waiter {
                 case .suspended(let continuation):
                     continuations.append(continuation)
                     waiters[id] = nil
                     state.count -= 1
                 case .registered:
-                    waiters[id] = .woken(true)
+                    waiters[id]?.waiter = .woken(true)
                 case .woken:
                     break
                 }
@@ -66,7 +93,7 @@ final class ArrivalBoard: Sendable {
             }
             state.nextID += 1
             state.count += 1
-            state.waiters[account, default: [:]][state.nextID] = .registered
+            state.waiters[account, default: [:]][state.nextID] = (cursor, .registered)
             return state.nextID
         }
         guard let id else { return true }
@@ -78,9 +105,9 @@ final class ArrivalBoard: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let resumeNow: Bool? = state.withLock { state in
-                    switch state.waiters[account]?[id] {
+                    switch state.waiters[account]?[id]?.waiter {
                     case .registered?:
-                        state.waiters[account]?[id] = .suspended(continuation)
+                        state.waiters[account]?[id]?.waiter = .suspended(continuation)
                         return nil
                     case .woken(let arrived)?:
                         state.waiters[account]?[id] = nil
@@ -100,14 +127,14 @@ final class ArrivalBoard: Sendable {
 
     private func finish(account: String, id: Int, arrived: Bool) {
         let continuation: CheckedContinuation<Bool, Never>? = state.withLock { state in
-            switch state.waiters[account]?[id] {
+            switch state.waiters[account]?[id]?.waiter {
             case .suspended(let continuation)?:
                 state.waiters[account]?[id] = nil
                 if state.waiters[account]?.isEmpty == true { state.waiters[account] = nil }
                 state.count -= 1
                 return continuation
             case .registered?:
-                state.waiters[account]?[id] = .woken(arrived)
+                state.waiters[account]?[id]?.waiter = .woken(arrived)
                 return nil
             case .woken?, nil:
                 return nil

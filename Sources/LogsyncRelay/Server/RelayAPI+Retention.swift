@@ -14,10 +14,10 @@ extension RelayAPI {
 
     func registerRetention(on router: Router<RelayRequestContext>) {
         router.put("/v1/accounts/:account/nodes/:node/progress") { [self] request, context in try await putProgress(request, context) }
-        router.get("/v1/accounts/:account/progress") { [self] request, context in try progress(request, context) }
-        router.get("/v1/accounts/:account/baselines") { [self] request, context in try listBaselines(request, context) }
+        router.get("/v1/accounts/:account/progress") { [self] request, context in try await progress(request, context) }
+        router.get("/v1/accounts/:account/baselines") { [self] request, context in try await listBaselines(request, context) }
         router.put("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await putBaseline(request, context) }
-        router.get("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try getBaseline(request, context) }
+        router.get("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await getBaseline(request, context) }
         router.delete("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await deleteBaseline(request, context) }
         router.delete("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in try await deleteSegment(request, context) }
     }
@@ -27,7 +27,7 @@ extension RelayAPI {
     private func putProgress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
-        try authorize(request, account: account, writingAs: node, "publish progress records")
+        try await authorize(request, account: account, writingAs: node, "publish progress records")
         let length = try contentLength(
             request, what: "progress record", maximum: ProgressRecord.maximumByteCount, key: "a progress record's limit of 1 MiB",
             tooLarge: .progressTooLarge)
@@ -48,10 +48,10 @@ extension RelayAPI {
         return Response(status: .noContent)
     }
 
-    private func progress(_ request: Request, _ context: RelayRequestContext) throws -> Response {
+    private func progress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
-        try authorize(request, account: account)
-        let records = try storage.progressRecords(account: account)
+        try await authorize(request, account: account)
+        let records = try await storage.progressRecords(account: account)
         return Self.json(
             ProgressAnswer(records: records.map { ProgressEntry(node: $0.node.rawValue, size: $0.bytes.count, data: Data($0.bytes).base64EncodedString()) }))
     }
@@ -67,10 +67,10 @@ extension RelayAPI {
         return name
     }
 
-    private func listBaselines(_ request: Request, _ context: RelayRequestContext) throws -> Response {
+    private func listBaselines(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
-        try authorize(request, account: account)
-        let stored = try storage.baselines(account: account)
+        try await authorize(request, account: account)
+        let stored = try await storage.baselines(account: account)
         return Self.json(BaselinesAnswer(baselines: stored.map { BaselineEntry(node: $0.node.rawValue, name: $0.name, size: $0.size) }))
     }
 
@@ -80,17 +80,17 @@ extension RelayAPI {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
-        try authorize(request, account: account, writingAs: node, "publish baselines")
+        try await authorize(request, account: account, writingAs: node, "publish baselines")
         let length = try contentLength(
             request, what: "baseline", maximum: settings.maximumBaselineBytes, key: "max_baseline_bytes", tooLarge: .baselineTooLarge)
         guard length > 0 else { throw RelayError(.badRequest, "a baseline is never empty") }
         // A stored baseline of that name with another size cannot hold the same bytes: refused unread.
-        if let stored = try storage.baseline(account: account, node: node, name: name.fileName), stored.size != Int64(length) {
+        if let stored = try await storage.baseline(account: account, node: node, name: name.fileName), stored.size != Int64(length) {
             throw RelayError(
                 .conflict,
                 "baseline \(name) is stored already with \(stored.size) bytes, not \(length): a baseline's name stands for its frontier, whose state has one encoding")
         }
-        try reserveQuota(account: account, bytes: Int64(length))
+        try await reserveQuota(account: account, bytes: Int64(length))
         defer { pendingUploads.withLock { $0[account, default: 0] -= Int64(length); if $0[account] == 0 { $0[account] = nil } } }
         let upload = try await storage.beginBaseline(account: account, node: node, name: name.fileName)
         do {
@@ -117,8 +117,8 @@ extension RelayAPI {
 
     /// Refuses an upload that would take the account over its quota, counting the uploads in flight,
     /// before its body is read; the reservation lasts until the upload ends.
-    private func reserveQuota(account: String, bytes: Int64) throws(RelayError) {
-        guard let usage = try storage.usage(account: account) else { throw RelayError(.forbidden, "this token is not valid for the account in the path") }
+    private func reserveQuota(account: String, bytes: Int64) async throws(RelayError) {
+        guard let usage = try await storage.usage(account: account) else { throw RelayError(.forbidden, "this token is not valid for the account in the path") }
         let quota = usage.quota ?? settings.defaultQuotaBytes
         let refusal: RelayError? = pendingUploads.withLock { pending in
             let total = usage.used + pending[account, default: 0] + bytes
@@ -133,12 +133,12 @@ extension RelayAPI {
         if let refusal { throw refusal }
     }
 
-    private func getBaseline(_ request: Request, _ context: RelayRequestContext) throws -> Response {
+    private func getBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
-        try authorize(request, account: account)
-        guard let stored = try storage.baseline(account: account, node: node, name: name.fileName) else {
+        try await authorize(request, account: account)
+        guard let stored = try await storage.baseline(account: account, node: node, name: name.fileName) else {
             throw RelayError(.notFound, "the relay has no baseline \(name) in this account")
         }
         var headers = HTTPFields()
@@ -148,7 +148,7 @@ extension RelayAPI {
         let storage = self.storage
         let body = ResponseBody(contentLength: Int(stored.size)) { writer in
             for index in 0..<stored.chunks {
-                guard let chunk = try storage.baselineChunk(blob: stored.blob, index: index) else {
+                guard let chunk = try await storage.baselineChunk(blob: stored.blob, index: index) else {
                     throw RelayError(.notFound, "baseline \(name) was deleted while it was being sent")
                 }
                 try await writer.write(ByteBuffer(bytes: chunk))
@@ -162,7 +162,7 @@ extension RelayAPI {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
-        try authorize(request, account: account, writingAs: node, "delete baselines")
+        try await authorize(request, account: account, writingAs: node, "delete baselines")
         if try await storage.deleteBaseline(account: account, node: node, name: name.fileName) {
             metrics.add("relay_deleted_baselines_total")
         }
@@ -177,9 +177,9 @@ extension RelayAPI {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
-        try authorize(request, account: account, writingAs: node, "delete segments")
+        try await authorize(request, account: account, writingAs: node, "delete segments")
         if try await storage.deleteSegment(account: account, node: node, firstSequence: first, lastSequence: last) {
-            deletions.add(1, ordering: .releasing)
+            board.noteDeletion()
             metrics.add("relay_deleted_segments_total")
         }
         return Response(status: .noContent)

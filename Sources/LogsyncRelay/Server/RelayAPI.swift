@@ -21,10 +21,10 @@ final class RelayAPI: Sendable {
     let deadlines = BodyDeadlines()
     /// Pull answers already encoded, for the many long-polls one push wakes with the same question: valid
     /// while the account's latest announced arrival is the one they were made at and no segment was
-    /// deleted since. At most ``pageCacheBytes`` in all.
+    /// deleted since (``ArrivalBoard/deletions``). At most ``pageCacheBytes`` in all.
     private let pages = Mutex<(entries: [PageKey: (latest: UInt64, deletions: Int, body: ByteBuffer, count: Int)], bytes: Int)>(([:], 0))
-    /// Segments deleted so far (pruning): a page encoded before a deletion is not reused after it.
-    let deletions = Atomic<Int>(0)
+    /// Pages being read now, by what they are read for: the requests that ask the same wait for one read.
+    private let inFlight = Mutex<[FlightKey: Task<(body: ByteBuffer, count: Int)?, any Error>]>([:])
     /// Bytes of baseline uploads in flight per account, counted against its quota before their bodies
     /// are read.
     let pendingUploads = Mutex<[String: Int64]>([:])
@@ -51,18 +51,19 @@ final class RelayAPI: Sendable {
     func register(on router: Router<RelayRequestContext>) {
         router.get("/v1/health") { [self] _, _ in Self.json(HealthAnswer(status: "ok", relay: storage.identity)) }
         router.get("/v1/ready") { [self] _, _ in
-            guard storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
+            guard await storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
             return Self.json(["status": "ready"])
         }
         router.get("/metrics") { [self] _, _ in
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4"
+            let storageGauges = await (storage as? any StorageGauges)?.gauges() ?? []
             let text = metrics.text(gauges: [
                 ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
                 ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
                 ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
                 ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
-            ] + ((storage as? SQLiteRelayStorage)?.commitGauges ?? []))
+            ] + storageGauges)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         router.put("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
@@ -71,13 +72,13 @@ final class RelayAPI: Sendable {
                 range: context.parameters.get("range") ?? "")
         }
         router.get("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
-            try fetch(request, context)
+            try await fetch(request, context)
         }
         router.get("/v1/accounts/:account/segments") { [self] request, context in
             try await pull(request, context)
         }
         router.get("/v1/accounts/:account/nodes") { [self] request, context in
-            try nodes(request, context)
+            try await nodes(request, context)
         }
         registerRetention(on: router)
         // Other methods on these paths: 405 with the methods that are allowed, rather than 404.
@@ -105,7 +106,7 @@ final class RelayAPI: Sendable {
         let account = try accountParameter(account)
         let node = try nodeParameter(node)
         let (first, last) = try rangeParameter(range)
-        try authorize(request, account: account, writingAs: node, "push")
+        try await authorize(request, account: account, writingAs: node, "push")
         let length = try contentLength(
             request, what: "segment", maximum: settings.maximumSegmentBytes, key: "max_segment_bytes", tooLarge: .tooLarge)
         let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request, context, length: length) }
@@ -202,12 +203,12 @@ final class RelayAPI: Sendable {
         if !chunk.isEmpty { try await consume(chunk) }
     }
 
-    private func fetch(_ request: Request, _ context: RelayRequestContext) throws -> Response {
+    private func fetch(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
-        _ = try authorize(request, account: account)
-        guard let bytes = try storage.segment(account: account, node: node, firstSequence: first, lastSequence: last) else {
+        _ = try await authorize(request, account: account)
+        guard let bytes = try await storage.segment(account: account, node: node, firstSequence: first, lastSequence: last) else {
             throw RelayError(.notFound, "the relay has no segment \(node)/\(first)-\(last) in this account")
         }
         var headers = HTTPFields()
@@ -221,15 +222,15 @@ final class RelayAPI: Sendable {
         let after = try Self.integer(query, "after", default: 0, range: 0...UInt64(Int64.max))
         let limit = Int(try Self.integer(query, "limit", default: UInt64(settings.maximumPullSegments), range: 1...1_000_000))
         let wait = Int(try Self.integer(query, "wait", default: 0, range: 0...3_600))
-        _ = try authorize(request, account: account)
+        _ = try await authorize(request, account: account)
         let pageLimit = min(limit, settings.maximumPullSegments)
-        var answer = try encodedPage(account: account, after: after, limit: pageLimit)
+        var answer = try await encodedPage(account: account, after: after, limit: pageLimit)
         let waitFor = min(wait, settings.maximumWaitSeconds)
         if answer == nil, waitFor > 0 {
             let deadline = ContinuousClock.now + .seconds(waitFor)
             while answer == nil, ContinuousClock.now < deadline, !Task.isCancelled {
                 guard try await board.wait(account: account, after: after, timeout: deadline - ContinuousClock.now) else { break }
-                answer = try encodedPage(account: account, after: after, limit: pageLimit)
+                answer = try await encodedPage(account: account, after: after, limit: pageLimit)
             }
         }
         var headers = HTTPFields()
@@ -238,7 +239,7 @@ final class RelayAPI: Sendable {
             // Nothing after the cursor: the latest arrival lets a node tell a relay that went backwards
             // (a cursor past it) from one where nothing happened.
             return Self.json(
-                PullAnswer(cursor: after, more: false, segments: [], relay: storage.identity, latest: try storage.latestArrival(account: account)))
+                PullAnswer(cursor: after, more: false, segments: [], relay: storage.identity, latest: try await storage.latestArrival(account: account)))
         }
         metrics.add("relay_pulled_segments_total", Double(answer.count))
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
@@ -247,12 +248,40 @@ final class RelayAPI: Sendable {
     /// The encoded answer for a non-empty page, or nil when nothing arrived after `after`. The many
     /// long-polls one push wakes ask the same question: the first answer is kept and reused while the
     /// account's latest announced arrival stays the one it was made at.
-    private func encodedPage(account: String, after: UInt64, limit: Int) throws(RelayError) -> (body: ByteBuffer, count: Int)? {
+    private func encodedPage(account: String, after: UInt64, limit: Int) async throws(RelayError) -> (body: ByteBuffer, count: Int)? {
         let key = PageKey(account: account, after: after, limit: limit)
         let latest = board.latest(account: account)
-        let deleted = deletions.load(ordering: .acquiring)
+        let deleted = board.deletions
         if let latest, let hit = pages.withLock({ $0.entries[key] }), hit.latest == latest, hit.deletions == deleted { return (hit.body, hit.count) }
-        let page = try storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
+        guard let latest else { return try await readPage(key, latest: nil, deleted: deleted) }
+        // The long-polls one push wakes all miss at once: the first reads and encodes, the others wait for
+        // its answer instead of asking the database the same question (on PostgreSQL, a thousand queries
+        // queued on a pool of sixteen connections).
+        let flight = FlightKey(page: key, latest: latest, deletions: deleted)
+        let (task, owner) = inFlight.withLock { flights -> (Task<(body: ByteBuffer, count: Int)?, any Error>, Bool) in
+            if let task = flights[flight] { return (task, false) }
+            let task = Task { [self] in try await readPage(key, latest: latest, deleted: deleted) }
+            flights[flight] = task
+            return (task, true)
+        }
+        defer { if owner { inFlight.withLock { $0[flight] = nil } } }
+        do {
+            return try await task.value
+        } catch {
+            throw error as? RelayError ?? RelayError(.storage, "reading a page failed: \(error)")
+        }
+    }
+
+    private struct FlightKey: Hashable {
+        var page: PageKey
+        var latest: UInt64
+        var deletions: Int
+    }
+
+    /// Reads and encodes a page; keeps it when the account's latest arrival is known.
+    private func readPage(_ key: PageKey, latest: UInt64?, deleted: Int) async throws(RelayError) -> (body: ByteBuffer, count: Int)? {
+        let (account, after, limit) = (key.account, key.after, key.limit)
+        let page = try await storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
         guard !page.segments.isEmpty else { return nil }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -276,10 +305,11 @@ final class RelayAPI: Sendable {
         return (body, page.segments.count)
     }
 
-    private func nodes(_ request: Request, _ context: RelayRequestContext) throws -> Response {
+    private func nodes(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
-        _ = try authorize(request, account: account)
-        return Self.json(NodesAnswer(cursor: try storage.latestArrival(account: account), nodes: try storage.nodes(account: account)))
+        _ = try await authorize(request, account: account)
+        let cursor = try await storage.latestArrival(account: account)
+        return Self.json(NodesAnswer(cursor: cursor, nodes: try await storage.nodes(account: account)))
     }
 
     // MARK: Checks
@@ -320,11 +350,11 @@ final class RelayAPI: Sendable {
     /// The credential of the request's bearer token, which must be for `account`. The same answer for an
     /// account that does not exist as for one that does: a token learns nothing about other accounts.
     @discardableResult
-    func authorize(_ request: Request, account: String) throws(RelayError) -> Credential {
+    func authorize(_ request: Request, account: String) async throws(RelayError) -> Credential {
         guard let header = request.headers[.authorization] else {
             throw RelayError(.unauthorized, "no token: send Authorization: Bearer <token> (sync-relay token issue makes one)")
         }
-        guard header.hasPrefix("Bearer "), let credential = try storage.authenticate(String(header.dropFirst(7))) else {
+        guard header.hasPrefix("Bearer "), let credential = try await storage.authenticate(String(header.dropFirst(7))) else {
             throw RelayError(.unauthorized, "the token is not valid (wrong, revoked, or its account deleted): ask the relay's operator for a new one")
         }
         guard credential.account == account else {
@@ -335,8 +365,8 @@ final class RelayAPI: Sendable {
 
     /// Checks that the request's token may write as `node`: a token bound to another node may not; an
     /// account's token may write as any node of its account.
-    func authorize(_ request: Request, account: String, writingAs node: NodeID, _ what: String) throws(RelayError) {
-        let credential = try authorize(request, account: account)
+    func authorize(_ request: Request, account: String, writingAs node: NodeID, _ what: String) async throws(RelayError) {
+        let credential = try await authorize(request, account: account)
         if let bound = credential.node, bound != node {
             throw RelayError(.forbidden, "this token may \(what) only as node \(bound), not \(node)")
         }

@@ -56,6 +56,9 @@ public struct RelayServer: Sendable {
                 availableConnectionsDelegate: MaximumAvailableConnections(admission.acceptLimit, logger: connectionLogger)),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? settings.port) },
             logger: connectionLogger)
+        // Arrivals stored by other relays on the same database wake this one's long-polls.
+        let arrivals = (storage as? any ArrivalSource).map { source in Task { [board = api.board] in await source.deliverArrivals(to: board) } }
+        defer { arrivals?.cancel() }
         try await app.runService()
     }
 }

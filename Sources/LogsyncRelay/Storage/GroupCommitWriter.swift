@@ -231,11 +231,13 @@ final class AccountTally {
 }
 
 /// Where tests make the relay die at a chosen moment (`LOGSYNC_RELAY_FAULT`): `before-commit` kills the
-/// process with the batch inserted but not committed — a push in flight, never acknowledged.
-enum FaultPoints {
-    static let fault = ProcessInfo.processInfo.environment["LOGSYNC_RELAY_FAULT"]
+/// process with the batch inserted but not committed — a push in flight, never acknowledged (on
+/// PostgreSQL: its statement sent, its answer not read). `no-listen` keeps a PostgreSQL relay from
+/// listening for the other relays' notifications: only its re-check wakes its long-polls.
+public enum FaultPoints {
+    public static let fault = ProcessInfo.processInfo.environment["LOGSYNC_RELAY_FAULT"]
 
-    static func beforeCommit() {
+    public static func beforeCommit() {
         if fault == "before-commit" { FaultInjection.die() }
     }
 }

@@ -11,7 +11,6 @@ enum MailboxWrites {
     static func insertSegment(
         _ push: SegmentPush, digest: [UInt8], _ connection: Connection, _ accounts: AccountTally
     ) throws(SQLiteError) -> Result<PushOutcome, RelayError> {
-        let name = { "\(push.node)/\(RelayNames.rangeText(first: push.firstSequence, last: push.lastSequence))" }
         // The stored segment of this node that starts last at or before this one's end: the only one that
         // can overlap it, since stored ranges never overlap.
         let previous = try connection.cached(
@@ -25,14 +24,11 @@ enum MailboxWrites {
             previous.reset()
             if last >= push.firstSequence {
                 if first == push.firstSequence, last == push.lastSequence {
-                    guard same else {
-                        return .failure(
-                            RelayError(.conflict, "segment \(name()) is stored already with other bytes: a node never rewrites a segment (two machines may share a node id)"))
-                    }
+                    guard same else { return .failure(StorageRefusals.otherBytes(node: push.node, first: first, last: last)) }
                     return .success(.duplicate(arrival: arrival))
                 }
                 return .failure(
-                    RelayError(.conflict, "segment \(name()) overlaps the stored segment \(push.node)/\(RelayNames.rangeText(first: first, last: last))"))
+                    StorageRefusals.overlap(node: push.node, first: push.firstSequence, last: push.lastSequence, storedFirst: first, storedLast: last))
             }
         }
         let size = Int64(push.bytes.count)
@@ -100,10 +96,7 @@ enum MailboxWrites {
         if let stored {
             try dropUpload(finish.upload, connection)
             guard case .blob(let digest) = stored[0], digest == finish.digest else {
-                return .failure(
-                    RelayError(
-                        .conflict,
-                        "baseline \(finish.node)/\(finish.name) is stored already with other bytes: a baseline's name stands for its frontier, whose state has one encoding"))
+                return .failure(StorageRefusals.otherBaseline(node: finish.node, name: finish.name))
             }
             return .success(false)
         }
@@ -154,14 +147,10 @@ enum MailboxWrites {
         return row
     }
 
-    static func missingAccount(_ account: String) -> RelayError {
-        RelayError(.forbidden, "the account \(RelayNames.quoted(account)) no longer exists")
-    }
+    static func missingAccount(_ account: String) -> RelayError { StorageRefusals.missingAccount(account) }
 
     static func overQuota(_ account: String, _ total: Int64, quota: Int64, what: String) -> RelayError {
-        RelayError(
-            .quotaExceeded,
-            "the account \(RelayNames.quoted(account)) would hold \(total) bytes with this \(what); its quota is \(quota) (quota_bytes, counting segments, baselines and progress records): nothing was stored")
+        StorageRefusals.overQuota(account, total, quota: quota, what: what)
     }
 
     /// Adds `bytes` (negative: frees them) to the account's usage, or refuses when that would go over its

@@ -67,10 +67,18 @@ public struct NodeSummary: Sendable, Codable, Hashable {
     public var segments: Int
     public var lastSequence: UInt64
     public var bytes: Int64
+
+    public init(node: String, segments: Int, lastSequence: UInt64, bytes: Int64) {
+        self.node = node
+        self.segments = segments
+        self.lastSequence = lastSequence
+        self.bytes = bytes
+    }
 }
 
 /// The per-account, per-node ordered segment mailboxes. Implementations acknowledge a push only once it
-/// is durable, and make the order of arrivals in an account the order of those acknowledgements.
+/// is durable, and make the order of arrivals in an account the order of those acknowledgements. Every
+/// method may wait on a network database (PostgreSQL); the SQLite storage answers without suspending.
 public protocol MailboxStorage: Sendable {
     /// Stores a segment durably, or says it was there already. Throws ``RelayError/Code/conflict`` for a
     /// name stored with other bytes or a range that overlaps a stored one, and
@@ -79,19 +87,19 @@ public protocol MailboxStorage: Sendable {
 
     /// The account's segments that arrived after `cursor`, oldest first: at most `limit` of them and, past
     /// the first, at most `maximumBytes` in all.
-    func pull(account: String, after cursor: UInt64, limit: Int, maximumBytes: Int) throws(RelayError) -> PullPage
+    func pull(account: String, after cursor: UInt64, limit: Int, maximumBytes: Int) async throws(RelayError) -> PullPage
 
     /// One stored segment's bytes, or nil.
-    func segment(account: String, node: NodeID, firstSequence: UInt64, lastSequence: UInt64) throws(RelayError) -> [UInt8]?
+    func segment(account: String, node: NodeID, firstSequence: UInt64, lastSequence: UInt64) async throws(RelayError) -> [UInt8]?
 
     /// The account's latest arrival (0 when its mailbox is empty).
-    func latestArrival(account: String) throws(RelayError) -> UInt64
+    func latestArrival(account: String) async throws(RelayError) -> UInt64
 
     /// The nodes that pushed to the account, with what they hold.
-    func nodes(account: String) throws(RelayError) -> [NodeSummary]
+    func nodes(account: String) async throws(RelayError) -> [NodeSummary]
 
     /// Whether the storage can serve requests now (for the readiness route).
-    func isReady() -> Bool
+    func isReady() async -> Bool
 
     /// Which history the mailboxes hold: the database's id and epoch, carried by every pull answer.
     var identity: RelayIdentity { get }
@@ -118,6 +126,14 @@ public struct AccountInfo: Sendable, Codable, Hashable {
     public var usedBytes: Int64
     /// nil: the relay's default quota applies.
     public var quotaBytes: Int64?
+
+    public init(name: String, createdAt: String, segments: Int, usedBytes: Int64, quotaBytes: Int64?) {
+        self.name = name
+        self.createdAt = createdAt
+        self.segments = segments
+        self.usedBytes = usedBytes
+        self.quotaBytes = quotaBytes
+    }
 }
 
 /// A token as listed: everything but the secret, which the relay does not keep.
@@ -126,18 +142,30 @@ public struct TokenInfo: Sendable, Codable, Hashable {
     public var account: String
     public var node: String?
     public var createdAt: String
+
+    public init(id: String, account: String, node: String?, createdAt: String) {
+        self.id = id
+        self.account = account
+        self.node = node
+        self.createdAt = createdAt
+    }
 }
 
 /// Accounts and their tokens. Secrets are never stored: only their SHA-256.
 public protocol CredentialStorage: Sendable {
-    func createAccount(_ name: String, quotaBytes: Int64?) throws(RelayError)
-    func accounts() throws(RelayError) -> [AccountInfo]
+    func createAccount(_ name: String, quotaBytes: Int64?) async throws(RelayError)
+    func accounts() async throws(RelayError) -> [AccountInfo]
     /// Deletes an account with its segments and tokens.
-    func deleteAccount(_ name: String) throws(RelayError)
+    func deleteAccount(_ name: String) async throws(RelayError)
     /// A new token; the secret is in the returned text only, shown once.
-    func issueToken(account: String, node: NodeID?) throws(RelayError) -> (info: TokenInfo, token: String)
-    func revokeToken(id: String) throws(RelayError)
-    func tokens(account: String?) throws(RelayError) -> [TokenInfo]
+    func issueToken(account: String, node: NodeID?) async throws(RelayError) -> (info: TokenInfo, token: String)
+    func revokeToken(id: String) async throws(RelayError)
+    func tokens(account: String?) async throws(RelayError) -> [TokenInfo]
     /// Who a bearer token speaks for, or nil for a token that is unknown, revoked or malformed.
-    func authenticate(_ bearer: String) throws(RelayError) -> Credential?
+    func authenticate(_ bearer: String) async throws(RelayError) -> Credential?
+}
+
+/// A storage's own figures for `/metrics` (commits, a connection pool's use, wake-up lag).
+public protocol StorageGauges: Sendable {
+    func gauges() async -> [(name: String, help: String, value: Double)]
 }

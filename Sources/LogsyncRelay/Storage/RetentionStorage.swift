@@ -49,6 +49,14 @@ public struct StoredBaseline: Sendable, Hashable {
     /// Its chunks are `0..<chunks` under `blob`.
     public var blob: Int64
     public var chunks: Int
+
+    public init(node: NodeID, name: String, size: Int64, blob: Int64, chunks: Int) {
+        self.node = node
+        self.name = name
+        self.size = size
+        self.blob = blob
+        self.chunks = chunks
+    }
 }
 
 /// The storage of bounded growth (docs/retention.md): progress records, baselines, and deleting a node's
@@ -59,13 +67,13 @@ public protocol RetentionStorage: Sendable {
     func putProgress(_ put: ProgressPut) async throws(RelayError)
 
     /// Every node's progress record in the account, by node.
-    func progressRecords(account: String) throws(RelayError) -> [(node: NodeID, bytes: [UInt8])]
+    func progressRecords(account: String) async throws(RelayError) -> [(node: NodeID, bytes: [UInt8])]
 
     /// Deletes one of a node's segments; false when it was not there. Other segments keep their arrivals.
     func deleteSegment(account: String, node: NodeID, firstSequence: UInt64, lastSequence: UInt64) async throws(RelayError) -> Bool
 
     /// The account's usage and quota (nil: the default applies), or nil when there is no such account.
-    func usage(account: String) throws(RelayError) -> (used: Int64, quota: Int64?)?
+    func usage(account: String) async throws(RelayError) -> (used: Int64, quota: Int64?)?
 
     /// Starts a baseline upload; its chunks go to ``appendBaselineChunk(upload:index:bytes:)`` in order.
     func beginBaseline(account: String, node: NodeID, name: String) async throws(RelayError) -> Int64
@@ -77,10 +85,10 @@ public protocol RetentionStorage: Sendable {
     func abandonBaseline(upload: Int64) async
 
     /// The account's baselines, by node and name.
-    func baselines(account: String) throws(RelayError) -> [StoredBaseline]
-    func baseline(account: String, node: NodeID, name: String) throws(RelayError) -> StoredBaseline?
+    func baselines(account: String) async throws(RelayError) -> [StoredBaseline]
+    func baseline(account: String, node: NodeID, name: String) async throws(RelayError) -> StoredBaseline?
     /// One chunk of a stored baseline, or nil when it is gone (deleted meanwhile).
-    func baselineChunk(blob: Int64, index: Int) throws(RelayError) -> [UInt8]?
+    func baselineChunk(blob: Int64, index: Int) async throws(RelayError) -> [UInt8]?
     /// Deletes a node's baseline; false when it was not there.
     func deleteBaseline(account: String, node: NodeID, name: String) async throws(RelayError) -> Bool
 }

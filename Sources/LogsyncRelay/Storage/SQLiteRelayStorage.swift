@@ -282,12 +282,10 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     }
 
     public func createAccount(_ name: String, quotaBytes: Int64?) throws(RelayError) {
-        if let problem = RelayNames.accountProblem(name) {
-            throw RelayError(.badRequest, "the account name \(RelayNames.quoted(name)) \(problem)")
-        }
+        try StorageRefusals.checkAccountName(name)
         try administering("creating the account") { connection in
             guard try connection.int64("SELECT count(*) FROM accounts WHERE name = ?", [.text(name)]) == 0 else {
-                throw RelayError(.exists, "the account \(RelayNames.quoted(name)) exists already")
+                throw StorageRefusals.accountExists(name)
             }
             // A name used before continues its arrival numbers: a node still holding a cursor from the
             // deleted account must not skip the new account's first segments.
@@ -313,7 +311,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     public func deleteAccount(_ name: String) throws(RelayError) {
         try administering("deleting the account") { connection in
             guard try connection.int64("SELECT count(*) FROM accounts WHERE name = ?", [.text(name)]) == 1 else {
-                throw RelayError(.notFound, "there is no account \(RelayNames.quoted(name)) (sync-relay account list shows them)")
+                throw StorageRefusals.noAccount(name)
             }
             try connection.execute(
                 "INSERT OR REPLACE INTO retired_accounts(name, cursor) SELECT name, cursor FROM accounts WHERE name = ?", [.text(name)])
@@ -342,12 +340,10 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
     }
 
     public func issueToken(account: String, node: NodeID?) throws(RelayError) -> (info: TokenInfo, token: String) {
-        if let node, let problem = RelayNames.nodeProblem(node.rawValue) {
-            throw RelayError(.badRequest, "the node \(RelayNames.quoted(node.rawValue)) \(problem)")
-        }
+        try StorageRefusals.checkTokenNode(node)
         return try administering("issuing a token") { connection in
             guard try connection.int64("SELECT count(*) FROM accounts WHERE name = ?", [.text(account)]) == 1 else {
-                throw RelayError(.notFound, "there is no account \(RelayNames.quoted(account)): create it first (sync-relay account create)")
+                throw StorageRefusals.noAccountForToken(account)
             }
             let (id, token, digest) = Tokens.generate()
             let now = Self.now()
@@ -362,7 +358,7 @@ public final class SQLiteRelayStorage: MailboxStorage, CredentialStorage, Sendab
         try administering("revoking the token") { connection in
             try connection.execute("DELETE FROM tokens WHERE id = ?", [.text(id)])
             guard connection.changes == 1 else {
-                throw RelayError(.notFound, "there is no token with id \(RelayNames.quoted(id)) (sync-relay token list shows them)")
+                throw StorageRefusals.noToken(id)
             }
         }
         try credentialsChanged("revoked the token \(id)")
@@ -438,7 +434,9 @@ extension DatabaseValue {
     }
 }
 
-extension SQLiteRelayStorage {
+extension SQLiteRelayStorage: StorageGauges {
+    public func gauges() async -> [(name: String, help: String, value: Double)] { commitGauges }
+
     /// The group commit's counters, for `/metrics`.
     var commitGauges: [(name: String, help: String, value: Double)] {
         guard let statistics = writerStatistics else { return [] }
