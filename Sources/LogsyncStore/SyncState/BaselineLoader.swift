@@ -167,83 +167,10 @@ struct BaselineLoader {
         let writer = MergeWriter(state: state, catalog: store.catalog)
         // Inserts a batch that failed had packed are not recorded: its transaction rolled back.
         writer.statements.packedInserts = nil
-        // The decoder hands out rows in strictly increasing key order, so each key comes once, and
-        // rows are projected every `chunkRows` rows rather than once per batch: memory holds a
-        // chunk's states, whatever the batch's size. Projecting part of a batch is what the end of
-        // a batch does anyway: every row whose projection depends on a changed row is projected
-        // again with it.
-        var merged = MergedRows(capacity: min(options.batchRows, options.chunkRows), keysAreDistinct: true)
-        var entitiesWithStates: [Int64: Bool] = [:]
-        var newest = HLCTimestamp.zero
+        var batch = BaselineBatch(writer: writer, catalog: store.catalog, path: store.path, options: options)
         var count = 0
         var end = false
         let startBytes = rows.bytesHandedOut
-        // Prepared rows (``BaselineInserts``) are written in runs of up to `runRows` rows (or one by
-        // one), the others merged into `merged` and written when it is projected. So that rows are
-        // written in the baseline's order, a run is written before a merged row, and `merged` is
-        // projected before a prepared row is written. Prepared inserts packed in history are
-        // recorded before anything else writes history or projects, and every `chunkRows` rows.
-        var inserts = BaselineInserts()
-        var insertsChunk = -1
-        var insertsMatch = false
-        var run: [Int] = []
-        var runLength = 1
-        // Once a run found a row in the table (a store holding part of the history), the batch's
-        // prepared rows are written one by one: a failed run has inserted its rows before it fails.
-        // Once several prepared rows had a state after all, the batch's prepared rows are merged as
-        // the others: each would be tried, decoded and projected on its own.
-        var runsFail = false
-        var insertFailures = 0
-        var packed = 0
-        var prepared = 0
-        func recordPrepared() throws {
-            if packed > 0 { try writer.recordPackedInserts() }
-            packed = 0
-        }
-        func project() throws {
-            try writer.refresh(merged, nodes: &state.nodes)
-            merged.removeAll()
-        }
-        func merge(_ row: BaselineRow) throws {
-            try recordPrepared()
-            guard let info = store.catalog.byName[row.key.entity] else {
-                throw StoreError(.schema, "the baseline holds rows of entity '\(row.key.entity)', which this store's schema does not declare", path: store.path)
-            }
-            if let deleted = row.state.deletedAt { newest = max(newest, deleted.timestamp) }
-            for register in row.state.columns.values { newest = max(newest, register.clock.timestamp) }
-            try mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates)
-            if merged.rows.count >= options.chunkRows { try project() }
-        }
-        func wrote(_ index: Int) throws {
-            newest = max(newest, inserts.inserts[index].newest)
-            prepared += 1
-            packed += 1
-            if packed >= options.chunkRows { try recordPrepared() }
-        }
-        /// Writes prepared row `index` on its own, or merges it when it has a state after all.
-        func writeOne(_ index: Int) throws {
-            if !merged.rows.isEmpty { try project() }
-            if try writer.insertPrepared(index, of: inserts, nodes: &state.nodes, entitiesWithStates: &entitiesWithStates) {
-                try wrote(index)
-            } else {
-                insertFailures += 1
-                try merge(try inserts.row(index, nodes: state.nodes))
-            }
-        }
-        /// Writes the prepared rows of `run`, which arrived one after another with nothing merged
-        /// since: all at once when they are a whole run, else (or when one is in the table) one by one.
-        func writeRun() throws {
-            guard !run.isEmpty else { return }
-            defer { run.removeAll(keepingCapacity: true) }
-            if run.count == runLength, runLength > 1 {
-                if try writer.insertPreparedRun(run[...], of: inserts, nodes: &state.nodes) {
-                    for index in run { try wrote(index) }
-                    return
-                }
-                runsFail = true
-            }
-            for index in run { try writeOne(index) }
-        }
         // At least a row per batch, whatever the bounds: an empty batch would never end the load.
         while count < max(options.batchRows, 1), count == 0 || rows.bytesHandedOut - startBytes < maximumBytes {
             guard let item = try rows.next() else {
@@ -251,55 +178,186 @@ struct BaselineLoader {
                 break
             }
             count += 1
-            switch item {
-            case .row(let row):
-                try writeRun()
-                try merge(row)
-            case .prepared(let index):
-                if insertsChunk != rows.chunkNumber {
-                    try writeRun()
-                    inserts = rows.inserts
-                    insertsChunk = rows.chunkNumber
-                    insertsMatch = inserts.matches(state.nodes)
-                }
-                guard insertsMatch, insertFailures < 8 else {
-                    try writeRun()
-                    try merge(try inserts.row(index, nodes: insertsMatch ? state.nodes : NodeTable(indexes: inserts.nodeIndexes)))
-                    continue
-                }
-                let info = inserts.infos[inserts.inserts[index].entity]
-                if try writer.entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates) {
-                    // Each row's state is looked up first: one at a time.
-                    try writeRun()
-                    try writeOne(index)
-                    continue
-                }
-                if let first = run.first, inserts.inserts[first].entity != inserts.inserts[index].entity { try writeRun() }
-                if run.isEmpty {
-                    if !merged.rows.isEmpty { try project() }
-                    // No more rows than SQLite takes parameters for (999 at the least, whatever its build).
-                    runLength = runsFail ? 1 : max(1, min(options.runRows, 999 / (info.columns.count + 1)))
-                }
-                run.append(index)
-                if run.count >= runLength { try writeRun() }
-            }
+            try batch.add(item, from: rows, nodes: &state.nodes)
         }
-        try writeRun()
-        try recordPrepared()
-        try writer.refresh(merged, nodes: &state.nodes)
+        try batch.finish(nodes: &state.nodes)
+        let newest = batch.newest
         _ = try store.appendMarker(
             Store.Marker(origin: Origin.mergeStorageValue, timestamp: newest == .zero ? nil : newest), ifLogGrewPast: before, state: &state)
         if end { try finishLoad(header.frontier, connection: connection) }
         try store.skipOwnMergeHistory(&state)
         load.rows += count
-        load.prepared += prepared
+        load.prepared += batch.prepared
         load.batches += 1
         return end
     }
 
+    /// The last batch of a load: cursors up to the frontier, and what it covers recorded.
+    private func finishLoad(_ frontier: Frontier, connection: Connection) throws {
+        let now = Int64(WallClock.milliseconds())
+        for (origin, sequence) in frontier.sorted where origin != store.node {
+            let value = DatabaseValue.text(origin.rawValue)
+            let current = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [value]) ?? 0)
+            if sequence > current {
+                try connection.execute(
+                    "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ifnull((SELECT last_hlc FROM _ls_cursor WHERE node = ?1), 0), ?)",
+                    [value, .integer(Int64(sequence)), .integer(now)])
+            }
+            try connection.execute(
+                "INSERT INTO _ls_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+                [.text("covered:" + origin.rawValue), .integer(Int64(sequence))])
+        }
+        try connection.execute("DELETE FROM _ls_meta WHERE key = 'baseline_loading'")
+    }
+}
+
+/// One batch of a baseline load: the rows it merged and not yet projected, and the prepared rows
+/// (``BaselineInserts``) it writes.
+///
+/// The decoder hands out rows in strictly increasing key order, so each key comes once, and rows are
+/// projected every `chunkRows` rows rather than once per batch: memory holds a chunk's states, whatever
+/// the batch's size. Projecting part of a batch is what the end of a batch does anyway: every row whose
+/// projection depends on a changed row is projected again with it.
+///
+/// Prepared rows are written in runs of up to `runRows` rows (or one by one), the others merged into
+/// `merged` and written when it is projected. So that rows are written in the baseline's order, a run is
+/// written before a merged row, and `merged` is projected before a prepared row is written. Prepared
+/// inserts packed in history are recorded before anything else writes history or projects, and every
+/// `chunkRows` rows.
+private struct BaselineBatch {
+    let writer: MergeWriter
+    let catalog: Catalog
+    let path: String
+    let options: BaselineLoadOptions
+    var merged: MergedRows
+    var entitiesWithStates: [Int64: Bool] = [:]
+    /// The latest clock's timestamp among the rows written.
+    var newest = HLCTimestamp.zero
+    var inserts = BaselineInserts()
+    var insertsChunk = -1
+    var insertsMatch = false
+    var run: [Int] = []
+    var runLength = 1
+    // Once a run found a row in the table (a store holding part of the history), the batch's
+    // prepared rows are written one by one: a failed run has inserted its rows before it fails.
+    // Once several prepared rows had a state after all, the batch's prepared rows are merged as
+    // the others: each would be tried, decoded and projected on its own.
+    var runsFail = false
+    var insertFailures = 0
+    var packed = 0
+    /// Rows written as prepared first inserts.
+    var prepared = 0
+
+    init(writer: MergeWriter, catalog: Catalog, path: String, options: BaselineLoadOptions) {
+        self.writer = writer
+        self.catalog = catalog
+        self.path = path
+        self.options = options
+        merged = MergedRows(capacity: min(options.batchRows, options.chunkRows), keysAreDistinct: true)
+    }
+
+    /// Merges or writes the next row `rows` handed out.
+    mutating func add(_ item: BaselineRowsAhead.Item, from rows: BaselineRowsAhead, nodes: inout NodeTable) throws {
+        switch item {
+        case .row(let row):
+            try writeRun(nodes: &nodes)
+            try merge(row, nodes: &nodes)
+        case .prepared(let index):
+            if insertsChunk != rows.chunkNumber {
+                try writeRun(nodes: &nodes)
+                inserts = rows.inserts
+                insertsChunk = rows.chunkNumber
+                insertsMatch = inserts.matches(nodes)
+            }
+            guard insertsMatch, insertFailures < 8 else {
+                try writeRun(nodes: &nodes)
+                let row = try inserts.row(index, nodes: insertsMatch ? nodes : NodeTable(indexes: inserts.nodeIndexes))
+                try merge(row, nodes: &nodes)
+                return
+            }
+            let info = inserts.infos[inserts.inserts[index].entity]
+            if try writer.entityHasStoredStates(info, entitiesWithStates: &entitiesWithStates) {
+                // Each row's state is looked up first: one at a time.
+                try writeRun(nodes: &nodes)
+                try writeOne(index, nodes: &nodes)
+                return
+            }
+            if let first = run.first, inserts.inserts[first].entity != inserts.inserts[index].entity { try writeRun(nodes: &nodes) }
+            if run.isEmpty {
+                if !merged.rows.isEmpty { try project(nodes: &nodes) }
+                // No more rows than SQLite takes parameters for (999 at the least, whatever its build).
+                runLength = runsFail ? 1 : max(1, min(options.runRows, 999 / (info.columns.count + 1)))
+            }
+            run.append(index)
+            if run.count >= runLength { try writeRun(nodes: &nodes) }
+        }
+    }
+
+    /// Writes what is left: the open run, the record of packed inserts, the merged rows' projection.
+    mutating func finish(nodes: inout NodeTable) throws {
+        try writeRun(nodes: &nodes)
+        try recordPrepared()
+        try writer.refresh(merged, nodes: &nodes)
+    }
+
+    private mutating func recordPrepared() throws {
+        if packed > 0 { try writer.recordPackedInserts() }
+        packed = 0
+    }
+
+    private mutating func project(nodes: inout NodeTable) throws {
+        try writer.refresh(merged, nodes: &nodes)
+        merged.removeAll()
+    }
+
+    private mutating func merge(_ row: BaselineRow, nodes: inout NodeTable) throws {
+        try recordPrepared()
+        guard let info = catalog.byName[row.key.entity] else {
+            throw StoreError(.schema, "the baseline holds rows of entity '\(row.key.entity)', which this store's schema does not declare", path: path)
+        }
+        if let deleted = row.state.deletedAt { newest = max(newest, deleted.timestamp) }
+        for register in row.state.columns.values { newest = max(newest, register.clock.timestamp) }
+        try Self.mergeBaselineRow(row, info: info, into: &merged, writer: writer, nodes: &nodes, entitiesWithStates: &entitiesWithStates)
+        if merged.rows.count >= options.chunkRows { try project(nodes: &nodes) }
+    }
+
+    private mutating func wrote(_ index: Int) throws {
+        newest = max(newest, inserts.inserts[index].newest)
+        prepared += 1
+        packed += 1
+        if packed >= options.chunkRows { try recordPrepared() }
+    }
+
+    /// Writes prepared row `index` on its own, or merges it when it has a state after all.
+    private mutating func writeOne(_ index: Int, nodes: inout NodeTable) throws {
+        if !merged.rows.isEmpty { try project(nodes: &nodes) }
+        if try writer.insertPrepared(index, of: inserts, nodes: &nodes, entitiesWithStates: &entitiesWithStates) {
+            try wrote(index)
+        } else {
+            insertFailures += 1
+            let row = try inserts.row(index, nodes: nodes)
+            try merge(row, nodes: &nodes)
+        }
+    }
+
+    /// Writes the prepared rows of `run`, which arrived one after another with nothing merged
+    /// since: all at once when they are a whole run, else (or when one is in the table) one by one.
+    private mutating func writeRun(nodes: inout NodeTable) throws {
+        guard !run.isEmpty else { return }
+        defer { run.removeAll(keepingCapacity: true) }
+        if run.count == runLength, runLength > 1 {
+            if try writer.insertPreparedRun(run[...], of: inserts, nodes: &nodes) {
+                for index in run { try wrote(index) }
+                return
+            }
+            runsFail = true
+        }
+        for index in run { try writeOne(index, nodes: &nodes) }
+    }
+
     /// Merges one baseline row into its row's state, as a remote change is merged (`RemoteApply.swift`).
     /// Its key is not among those `merged` holds (a baseline's keys strictly increase).
-    private func mergeBaselineRow(
+    private static func mergeBaselineRow(
         _ row: BaselineRow, info: Catalog.EntityInfo, into merged: inout MergedRows, writer: MergeWriter, nodes: inout NodeTable,
         entitiesWithStates: inout [Int64: Bool]
     ) throws {
@@ -323,23 +381,5 @@ struct BaselineLoader {
         guard next != previous else { return }
         try writer.saveState(next, primaryKey: key.primaryKey, info: info, previous: previous, nodes: &nodes)
         merged.record(key, info: info, state: next, at: nil, isNew: previous == nil, structural: writer.isStructural(info, from: previous, to: next))
-    }
-
-    /// The last batch of a load: cursors up to the frontier, and what it covers recorded.
-    private func finishLoad(_ frontier: Frontier, connection: Connection) throws {
-        let now = Int64(WallClock.milliseconds())
-        for (origin, sequence) in frontier.sorted where origin != store.node {
-            let value = DatabaseValue.text(origin.rawValue)
-            let current = UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [value]) ?? 0)
-            if sequence > current {
-                try connection.execute(
-                    "INSERT OR REPLACE INTO _ls_cursor(node, last_seq, last_hlc, applied_at) VALUES (?, ?, ifnull((SELECT last_hlc FROM _ls_cursor WHERE node = ?1), 0), ?)",
-                    [value, .integer(Int64(sequence)), .integer(now)])
-            }
-            try connection.execute(
-                "INSERT INTO _ls_meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
-                [.text("covered:" + origin.rawValue), .integer(Int64(sequence))])
-        }
-        try connection.execute("DELETE FROM _ls_meta WHERE key = 'baseline_loading'")
     }
 }
