@@ -14,7 +14,7 @@ extension SyncEngine {
     /// says so in the report. The round's last publish pushes it.
     func recoverIfCarrierReset(into report: inout SyncReport) throws {
         guard let carrier = transport.carrierState() else { return }
-        let recorded = try store.carrierIdentity()
+        let recorded = try store.sync.carrierIdentity()
         let seen = retentionMemory.state.withLock { $0.carrierResets }
         var finding: String?
         if let recorded, recorded != carrier.identity {
@@ -26,14 +26,14 @@ extension SyncEngine {
             let done = try pushAgain()
             report.carrierReset = "\(finding); \(done)"
         }
-        if recorded != carrier.identity { try store.recordCarrierIdentity(carrier.identity) }
+        if recorded != carrier.identity { try store.sync.recordCarrierIdentity(carrier.identity) }
         retentionMemory.state.withLock { $0.carrierResets = carrier.resets }
     }
 
     /// Marks this node's retained segments unpublished, and has progress and baselines published again
     /// by this round's retention; returns what it did, in words.
     private func pushAgain() throws -> String {
-        let (count, withoutBytes) = try store.markRetainedUnpublished()
+        let (count, withoutBytes) = try store.sync.markRetainedUnpublished()
         retentionMemory.state.withLock { state in
             state.lastProgress = nil
             state.ownNewestBaseline = nil
@@ -48,7 +48,7 @@ extension SyncEngine {
         let lost = withoutBytes.filter { !listed.contains(SegmentName(node: node, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence)) }
         if !lost.isEmpty {
             if configuration.retention.enabled {
-                for segment in lost { try store.recordPruned(firstSequence: segment.firstSequence, lastSequence: segment.lastSequence) }
+                for segment in lost { try store.sync.recordPruned(firstSequence: segment.firstSequence, lastSequence: segment.lastSequence) }
                 let baseline = try writeBaselineNow()
                 done.append(
                     "\(lost.count) segments up to sequence \(lost.last!.lastSequence) were published before their bytes were kept: counted as pruned, covered by \(baseline.map { "baseline \($0)" } ?? "the next baseline")")
@@ -59,8 +59,8 @@ extension SyncEngine {
         }
         // This node's segments that pruning deleted may be back (an older copy of the relay): delete them
         // again, or nodes would find segments whose checksums they forgot.
-        let pruned = try store.prunedSequence()
-        let kept = Set(try store.publishedSegments(through: pruned).map { $0.firstSequence })
+        let pruned = try store.sync.prunedSequence()
+        let kept = Set(try store.sync.publishedSegments(through: pruned).map { $0.firstSequence })
         for name in listed where name.lastSequence <= pruned && !kept.contains(name.firstSequence) {
             try transport.remove(name)
         }

@@ -13,20 +13,20 @@ package struct QuarantineState: Sendable {
 
 extension SyncEngine {
     package func quarantineState() throws -> QuarantineState {
-        QuarantineState(refused: try store.refusals(), divergent: try store.quarantined(), dropped: try store.droppedSegments())
+        QuarantineState(refused: try store.sync.refusals(), divergent: try store.sync.quarantined(), dropped: try store.sync.droppedSegments())
     }
 
     /// Forgets the refusal (or divergence record) of `name`: the next round reads the segment again, as
     /// after its file was replaced or the app upgraded. Between rounds, never during one.
     package func release(_ name: SegmentName) throws -> Bool {
-        try serialized { try store.release(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence) }
+        try serialized { try store.sync.release(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence) }
     }
 
     /// Gives up on the refused segment `name`: its node's stream goes on after it, durably
     /// (``Store/drop(node:firstSequence:lastSequence:)``). Between rounds, never during one.
     package func drop(_ name: SegmentName) throws -> DroppedSegment {
         try serialized {
-            let dropped = try store.drop(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence)
+            let dropped = try store.sync.drop(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence)
             // The file's name is at the cursor now: what checks segments below it must not take it for new.
             unchecked.names.withLock { _ = $0.remove(name) }
             return dropped

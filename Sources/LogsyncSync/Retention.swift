@@ -91,7 +91,7 @@ extension SyncEngine {
     /// problems are kept in ``retentionStatus``.
     func maintainRetention(force: Bool) {
         do {
-            let frontier = try store.frontier()
+            let frontier = try store.sync.frontier()
             try publishProgressIfDue(frontier)
             try writeBaselineIfDue(frontier)
             let due = retentionMemory.state.withLock { now >= $0.lastPruneAt + configuration.retention.pruneIntervalMilliseconds }
@@ -106,7 +106,7 @@ extension SyncEngine {
 
     func publishProgressIfDue(_ frontier: Frontier) throws {
         let record = ProgressRecord(
-            account: configuration.account, node: node, applied: frontier, prunedThrough: try store.prunedSequence(),
+            account: configuration.account, node: node, applied: frontier, prunedThrough: try store.sync.prunedSequence(),
             activeAtMilliseconds: now)
         let due = retentionMemory.state.withLock { state -> Bool in
             guard let last = state.lastProgress else { return true }
@@ -141,17 +141,17 @@ extension SyncEngine {
         let (folder, file) = try localScratch("baseline-out")
         let writer = try folder.createFile(file)
         defer { try? folder.removeFile(file) }
-        let written: Store.WrittenBaseline
+        let written: WrittenBaseline
         do {
-            written = try store.writeBaseline(account: configuration.account) { try writer.write($0) }
-        } catch let refusal as Store.BaselineRefusal {
+            written = try store.sync.writeBaseline(account: configuration.account) { try writer.write($0) }
+        } catch let refusal as BaselineRefusal {
             noteProblem("no baseline written this round: \(refusal)")
             return nil
         }
         let name = BaselineName(node: node, frontier: written.header.frontier)
         let reader = try localReader(folder, file)
         try transport.publishBaseline(name) { try reader.next() }
-        try store.recordOwnBaseline(digest: name.frontierDigest, historyToken: written.historyToken)
+        try store.sync.recordOwnBaseline(digest: name.frontierDigest, historyToken: written.historyToken)
         retentionMemory.state.withLock {
             $0.headers[name] = written.header
             $0.ownNewestBaseline = name.transactionCount
@@ -235,8 +235,8 @@ extension SyncEngine {
 
     func pruneNow(dryRun: Bool) throws -> RetentionStatus {
         let records = try progressRecords()
-        let exported = try store.exportedSequence()
-        let prunedThrough = try store.prunedSequence()
+        let exported = try store.sync.exportedSequence()
+        let prunedThrough = try store.sync.prunedSequence()
         let clock = now
         var status = RetentionStatus(prunedThrough: prunedThrough)
         var explanation: [String] = []
@@ -290,7 +290,7 @@ extension SyncEngine {
             status.newestBaselineTransactions = newest.transactionCount
         }
         status.prunableThrough = max(limit, prunedThrough)
-        let segments = try store.publishedSegments(through: limit)
+        let segments = try store.sync.publishedSegments(through: limit)
         status.wouldDelete = segments.map { SegmentName(node: node, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence).fileName }
         explanation.insert(
             segments.isEmpty
@@ -301,19 +301,19 @@ extension SyncEngine {
         if !dryRun {
             for segment in segments {
                 try transport.remove(SegmentName(node: node, firstSequence: segment.firstSequence, lastSequence: segment.lastSequence))
-                try store.recordPruned(firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
+                try store.sync.recordPruned(firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
             }
             if let last = segments.last { status.prunedThrough = max(prunedThrough, last.lastSequence) }
             // Others' applied segments they deleted: their checksums are no longer needed.
             for record in records.values where record.node != node && record.prunedThrough > 0 {
-                try store.forgetAppliedSegments(of: record.node, through: record.prunedThrough)
+                try store.sync.forgetAppliedSegments(of: record.node, through: record.prunedThrough)
                 retentionMemory.state.withLock { $0.forgotten[record.node] = max($0.forgotten[record.node] ?? 0, record.prunedThrough) }
             }
             // Local history that every active node has applied and this node's newest baseline holds: up
             // to that baseline, or else up to the one this engine wrote before it (the newest holds it too).
             // No peer can have applied a baseline written moments ago; were only the newest tried, a node
             // whose baselines fall due as often as it prunes would never purge.
-            if let own = newestByNode[node], let token = try store.ownBaselineToken(digest: own.frontierDigest) {
+            if let own = newestByNode[node], let token = try store.sync.ownBaselineToken(digest: own.frontierDigest) {
                 var candidates = [RetentionMemory.OwnBaseline(frontier: try header(of: own).frontier, historyToken: token)]
                 let remembered = retentionMemory.state.withLock { $0.ownBaselines }
                 if remembered.count == 2, remembered[1].frontier == candidates[0].frontier { candidates.append(remembered[0]) }
@@ -322,7 +322,7 @@ extension SyncEngine {
                 }
             }
         }
-        status.retainedSegments = try store.retainedSegmentCount()
+        status.retainedSegments = try store.sync.retainedSegmentCount()
         let problem = retentionMemory.state.withLock { $0.status.lastProblem }
         status.lastProblem = problem
         if !dryRun { retentionMemory.state.withLock { $0.status = status } }
@@ -335,8 +335,8 @@ extension SyncEngine {
     /// baseline exists, another node pruned segments this store has not applied, or a load was
     /// interrupted. Returns whether one was loaded.
     func bootstrapIfNeeded(into report: inout SyncReport, cancelled: () -> Bool) throws -> Bool {
-        let mine = try store.frontier()
-        let interrupted = try store.baselineLoadInProgress()
+        let mine = try store.sync.frontier()
+        let interrupted = try store.sync.baselineLoadInProgress()
         // Reading every node's progress record and listing baselines costs a look at every node folder:
         // done on the first round, when a node waits on a gap, and otherwise once per progress interval,
         // not on every arrival.
@@ -359,7 +359,7 @@ extension SyncEngine {
             }
             return false
         }
-        let exported = try store.exportedSequence()
+        let exported = try store.sync.exportedSequence()
         for name in names.sorted().reversed() {
             if cancelled() { return false }
             if retentionMemory.state.withLock({ $0.refused[name] }) != nil { continue }
@@ -419,8 +419,9 @@ extension SyncEngine {
         _ = try BaselineDecoder.checkBytes(limits: configuration.limits) { try check.next() }
         let source = try localReader(folder, file)
         let decoder = try BaselineDecoder(limits: configuration.limits) { try source.next() }
-        _ = try store.loadBaseline(
-            decoder, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits,
-            batchRows: max(1_000, configuration.batching.maximumChanges), isCancelled: cancelled)
+        let options = BaselineLoadOptions(
+            maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits,
+            batchRows: max(1_000, configuration.batching.maximumChanges))
+        _ = try store.sync.loadBaseline(decoder, account: configuration.account, options: options, isCancelled: cancelled)
     }
 }

@@ -124,7 +124,7 @@ public final class SyncEngine: Sendable {
         }
         // A store that has applied nothing from other nodes loads a baseline first, if there is one:
         // loading is cheaper than replaying the segments it covers.
-        if !cancelled(), configuration.retention.enabled, isNew(try store.frontier()) {
+        if !cancelled(), configuration.retention.enabled, isNew(try store.sync.frontier()) {
             _ = try loadBaselineIfNeeded(into: &report, cancelled: cancelled)
         }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
@@ -168,7 +168,7 @@ public final class SyncEngine: Sendable {
     }
 
     private func exportToOutbox() throws {
-        let exported = try store.exportToOutbox(
+        let exported = try store.sync.exportToOutbox(
             account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
         // Only when segments were added: the daemon's first round, which may run before it reports
         // ready, usually exports nothing, and a crash there would not be a crash during export.
@@ -176,12 +176,12 @@ public final class SyncEngine: Sendable {
     }
 
     private func publish(into report: inout SyncReport) throws {
-        for segment in try store.unpublishedSegments() {
+        for segment in try store.sync.unpublishedSegments() {
             let name = SegmentName(node: node, firstSequence: segment.firstSequence, lastSequence: segment.lastSequence)
             FaultInjection.delay("export.slow-publish", milliseconds: 300)
             try transport.publish(name, bytes: segment.bytes)
             FaultInjection.point("export.after-publish")
-            try store.markPublished(firstSequence: segment.firstSequence)
+            try store.sync.markPublished(firstSequence: segment.firstSequence)
             report.published.append(name)
             report.publishedBytes += segment.bytes.count
         }
@@ -192,7 +192,7 @@ public final class SyncEngine: Sendable {
         // holds, and the cursors say what was applied.
         let view = try transport.refresh(excluding: node)
         report.ignored = view.ignored
-        let cursors = try store.appliedSequences()
+        let cursors = try store.sync.appliedSequences()
         let covered = view.appeared.filter { $0.lastSequence <= cursors[$0.node] ?? 0 && !isForgotten($0) }
         if !covered.isEmpty { unchecked.names.withLock { $0.formUnion(covered) } }
         // Things named like a node's segments that are not regular files: they explain a wait.
@@ -224,7 +224,7 @@ public final class SyncEngine: Sendable {
             var refusals: [SegmentRefusal] = []
             var handed: (name: SegmentName, checksum: UInt64)?
             do {
-                try store.importSegments(
+                try store.sync.importSegments(
                     from: origin, account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment,
                     batching: configuration.batching, limits: configuration.limits, isCancelled: cancelled,
                     next: { cursor in
@@ -275,7 +275,7 @@ public final class SyncEngine: Sendable {
                                 return nil
                             }
                             if let following = pending.first, following.firstSequence > name.lastSequence, following.firstSequence - name.lastSequence == 1 {
-                                let preparer = store.freshRowPreparer
+                                let preparer = store.sync.freshRowPreparer
                                 prefetched = (following, Prefetch { Self.load(following, context: context, preparingFor: preparer) })
                             }
                             return segment
@@ -315,12 +315,12 @@ public final class SyncEngine: Sendable {
             for refusal in refusals {
                 let name = SegmentName(node: refusal.node, firstSequence: refusal.firstSequence, lastSequence: refusal.lastSequence)
                 guard context.refused[name]?.checksum != refusal.checksum else { continue }
-                try store.refuse(refusal)
+                try store.sync.refuse(refusal)
                 report.refused.append(RejectedSegment(name: name, reason: refusal.reason))
             }
-            let cursor = try store.appliedSequence(from: origin)
+            let cursor = try store.sync.appliedSequence(from: origin)
             if context.refused.keys.contains(where: { $0.node == origin && $0.lastSequence <= cursor }) {
-                try store.forgetRefusals(of: origin, through: cursor)
+                try store.sync.forgetRefusals(of: origin, through: cursor)
             }
             for name in belowCursor { try checkApplied(name, into: &report) }
             if report.waiting[origin] == nil, !cancelled(), unreadable[origin]?.contains(where: { $0.segment!.firstSequence == cursor + 1 }) == true {
@@ -360,11 +360,11 @@ public final class SyncEngine: Sendable {
     /// is divergence (the node rewrote history, or two machines share a node id) and is quarantined.
     private func checkApplied(_ name: SegmentName, into report: inout SyncReport) throws {
         let location = describe(name)
-        guard let applied = try store.appliedSegment(from: name.node, firstSequence: name.firstSequence),
+        guard let applied = try store.sync.appliedSegment(from: name.node, firstSequence: name.firstSequence),
             applied.lastSequence == name.lastSequence
         else {
             // Included in a baseline this store loaded: never applied one by one, nothing to compare.
-            if name.lastSequence <= (try store.coveredByBaseline(name.node)) { return }
+            if name.lastSequence <= (try store.sync.coveredByBaseline(name.node)) { return }
             try quarantine(name, reason: "overlaps sequences already applied from other segments of this node", location: location, into: &report)
             return
         }
@@ -375,8 +375,8 @@ public final class SyncEngine: Sendable {
     }
 
     private func quarantine(_ name: SegmentName, reason: String, location: String, into report: inout SyncReport) throws {
-        let known = try store.quarantined().contains { $0.node == name.node && $0.firstSequence == name.firstSequence && $0.lastSequence == name.lastSequence }
-        try store.quarantine(QuarantineRecord(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, reason: reason, location: location))
+        let known = try store.sync.quarantined().contains { $0.node == name.node && $0.firstSequence == name.firstSequence && $0.lastSequence == name.lastSequence }
+        try store.sync.quarantine(QuarantineRecord(node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, reason: reason, location: location))
         if !known { report.quarantined.append(name) }
     }
 
@@ -404,7 +404,7 @@ public final class SyncEngine: Sendable {
         init(store: Store, transport: any Transport, configuration: SyncConfiguration, refused: [SegmentName: SegmentRefusal] = [:]) {
             self.transport = transport
             self.configuration = configuration
-            rules = store.changeRules
+            rules = store.sync.changeRules
             self.refused = refused
             location = { name in (transport as? DirectoryTransport)?.path(of: name) ?? name.description }
         }
@@ -467,7 +467,7 @@ public final class SyncEngine: Sendable {
     /// What loading segments needs in this round.
     private func loadContext() throws -> LoadContext {
         var refused: [SegmentName: SegmentRefusal] = [:]
-        for refusal in try store.refusals() {
+        for refusal in try store.sync.refusals() {
             refused[SegmentName(node: refusal.node, firstSequence: refusal.firstSequence, lastSequence: refusal.lastSequence)] = refusal
         }
         return LoadContext(store: store, transport: transport, configuration: configuration, refused: refused)

@@ -161,7 +161,7 @@ struct BootstrapSuite: ParsableCommand, BenchmarkSuite {
         try RebuildSuite.rebuild(
             from: folder, into: path, rows: rows, options: options, configuration: settings(retention: !replay),
             check: { store in
-                let covered = try store.frontier().sequences.keys.map { try store.coveredByBaseline($0) }.max() ?? 0
+                let covered = try store.sync.frontier().sequences.keys.map { try store.sync.coveredByBaseline($0) }.max() ?? 0
                 if replay, covered > 0 { throw BenchError("the replay loaded a baseline") }
                 if !replay {
                     guard covered > 0 else { throw BenchError("the new node did not load the baseline") }

@@ -161,7 +161,7 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
     /// Waits until every store has applied `node`'s history through `sequence` (10 minutes at most).
     static func awaitApplied(_ node: NodeID, through sequence: UInt64, in stores: [Store], daemons: [LatencySuite.Daemon]) throws {
         let deadline = ContinuousClock.now + .seconds(600)
-        while try stores.contains(where: { try $0.appliedSequence(from: node) < sequence }) {
+        while try stores.contains(where: { try $0.sync.appliedSequence(from: node) < sequence }) {
             for daemon in daemons where !daemon.isRunning {
                 throw BenchError("syncd \(daemon.name) exited (status \(daemon.exitStatus)); its log:\n\(daemon.log)")
             }

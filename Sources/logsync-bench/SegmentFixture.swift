@@ -38,8 +38,8 @@ enum SegmentFixture {
     /// Folds the store's history into its outbox (``maximumChanges`` changes per segment) and returns
     /// the unpublished segments, oldest first.
     static func export(_ store: Store) throws -> [OutboxSegment] {
-        _ = try store.exportToOutbox(account: account, maximumChanges: maximumChanges)
-        return try store.unpublishedSegments()
+        _ = try store.sync.exportToOutbox(account: account, maximumChanges: maximumChanges)
+        return try store.sync.unpublishedSegments()
     }
 
     /// Writes `rows` into a source store in a temporary directory and returns its segments (the store is
@@ -87,7 +87,7 @@ enum SegmentFixture {
             return Prefetch { Result { try decode(segment.bytes) } }
         }
         var ahead = decodeAhead()
-        try store.importSegments(
+        try store.sync.importSegments(
             from: try origin(of: segments), account: account,
             next: { _ in
                 guard let current = ahead else { return nil }

@@ -193,7 +193,7 @@ struct DaemonTests {
         let tables = try await cluster.awaitConvergence()
         #expect(tables["Note"]?.count == 8)
         #expect(try b.openStore().history(filter: HistoryFilter(origins: [.remote(a.nodeID!)])).count == 4, "each of a's transactions once")
-        #expect(try b.openStore().quarantined().isEmpty)
+        #expect(try b.openStore().sync.quarantined().isEmpty)
         try await a.stop()
         try await b.stop()
     }

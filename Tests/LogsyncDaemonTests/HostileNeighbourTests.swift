@@ -320,10 +320,10 @@ struct HostileNeighbourTests {
         let target = try b.openStore()
         // Wait until the import is well under way: a tenth of it committed, most still to come.
         try await eventually(within: .seconds(300), every: .milliseconds(5), "the import to start:\n\(b.log)") {
-            try target.appliedSequence(from: NodeID(origin.node)) >= UInt64(max(1, origin.transactions / 10))
+            try target.sync.appliedSequence(from: NodeID(origin.node)) >= UInt64(max(1, origin.transactions / 10))
         }
         let (status, elapsed) = try await b.stopTimed(timeout: .seconds(60))
-        let applied = try target.appliedSequence(from: NodeID(origin.node))
+        let applied = try target.sync.appliedSequence(from: NodeID(origin.node))
         print("SIGTERM during an import of \(total) changes: exit \(status) after \(elapsed), \(applied) of \(origin.transactions) transactions applied")
         #expect(status == 0)
         // The round stops at its next batch (each one SQLite transaction with its cursor): `applied` below
@@ -333,11 +333,11 @@ struct HostileNeighbourTests {
 
         try await b.start()
         try await eventually(within: .seconds(300), every: .milliseconds(50), "the import to finish after the restart:\n\(b.log)") {
-            try target.appliedSequence(from: NodeID(origin.node)) >= UInt64(origin.transactions)
+            try target.sync.appliedSequence(from: NodeID(origin.node)) >= UInt64(origin.transactions)
         }
         #expect(try target.read("SELECT count(*) FROM Note") == [[.integer(Int64(total))]], "every change once")
         #expect(try target.history(filter: HistoryFilter(origins: [.remote(origin.node)]), limit: 1_000_000).count == origin.transactions)
-        #expect(try target.quarantined().isEmpty)
+        #expect(try target.sync.quarantined().isEmpty)
         try await b.stop()
     }
 

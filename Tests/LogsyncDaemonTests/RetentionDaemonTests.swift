@@ -36,7 +36,7 @@ struct RetentionDaemonTests {
         // c stops; while it is down, a change is written into its store that no syncd has exported.
         #expect(try await c.stop() == 0, "clean exit on SIGTERM:\n\(c.log)")
         let storeC = try c.openStore()
-        let appliedByC = try storeC.appliedSequence(from: nodeA)
+        let appliedByC = try storeC.sync.appliedSequence(from: nodeA)
         let offline = UUID().uuidString.lowercased()
         try storeC.write(author: "c") { try $0.insert("Folder", ["id": .text(offline), "name": "written while c was stopped"]) }
 
@@ -62,9 +62,9 @@ struct RetentionDaemonTests {
         // them and a baseline covered them, and c must have segments of a to apply after its baseline.
         try a.openStore().write(author: a.name) { try $0.insert("Note", note("a after pruning")) }
         _ = try await eventually(within: .seconds(30), every: .milliseconds(50), "a exports its write after pruning:\n\(a.log)") {
-            try a.openStore().exportedSequence() > UInt64(prunedThrough) ? true : nil
+            try a.openStore().sync.exportedSequence() > UInt64(prunedThrough) ? true : nil
         }
-        #expect(try a.openStore().exportedSequence() > UInt64(prunedThrough), "a wrote on after what it pruned")
+        #expect(try a.openStore().sync.exportedSequence() > UInt64(prunedThrough), "a wrote on after what it pruned")
 
         // c returns: it loads a baseline that covers what a deleted, and keeps its offline change.
         try await c.start()
@@ -88,7 +88,7 @@ struct RetentionDaemonTests {
     /// which applying segments one by one never sets), and its syncd logged the load.
     static func awaitBootstrap(of node: SyncdNode, covering origin: NodeID, through sequence: Int) async throws {
         try await eventually(within: .seconds(30), every: .milliseconds(20), "\(node.name) loaded a baseline through \(origin) \(sequence):\n\(node.log)") {
-            try node.openStore().coveredByBaseline(origin) >= UInt64(sequence) && node.log.contains(", loaded baseline ")
+            try node.openStore().sync.coveredByBaseline(origin) >= UInt64(sequence) && node.log.contains(", loaded baseline ")
         }
     }
 

@@ -35,7 +35,7 @@ import Testing
     static func expectAppliedOnce(_ nodes: [SyncdNode], transactions: [String: Int], sourceLocation: SourceLocation = #_sourceLocation) throws {
         for node in nodes {
             let store = try node.openStore()
-            #expect(try store.quarantined().isEmpty, "\(node.name) quarantined nothing", sourceLocation: sourceLocation)
+            #expect(try store.sync.quarantined().isEmpty, "\(node.name) quarantined nothing", sourceLocation: sourceLocation)
             for other in nodes where other.name != node.name {
                 let applied = try store.history(filter: HistoryFilter(origins: [.remote(other.nodeID!)])).count
                 #expect(applied == transactions[other.name], "\(node.name) applied each of \(other.name)'s transactions once", sourceLocation: sourceLocation)

@@ -213,7 +213,7 @@ final class Finished: Sendable {
         #expect(tables["Note"]?.count == 9)
         for node in nodes {
             let store = try node.openStore()
-            #expect(try store.quarantined().isEmpty)
+            #expect(try store.sync.quarantined().isEmpty)
             for other in nodes where other.name != node.name {
                 #expect(try store.history(filter: HistoryFilter(origins: [.remote(other.nodeID!)])).count == 3, "\(node.name) applied \(other.name)'s 3 transactions once")
             }

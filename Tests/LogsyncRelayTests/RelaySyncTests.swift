@@ -86,7 +86,7 @@ func note(_ title: String) -> [String: DatabaseValue] {
         #expect(tables["Note"]?.count == 7, "nothing lost")
         for node in nodes.dropFirst() {
             #expect(try node.openStore().history(filter: HistoryFilter(origins: [.remote(nodes[0].nodeID!)])).count == 3, "each of a's transactions applied once on \(node.name)")
-            #expect(try node.openStore().quarantined().isEmpty)
+            #expect(try node.openStore().sync.quarantined().isEmpty)
         }
         for node in nodes { #expect(try await node.stop() == 0) }
         try await relay.stop()

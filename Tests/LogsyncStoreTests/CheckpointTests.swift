@@ -24,7 +24,7 @@ struct CheckpointTests {
         into store: Store, segments: Int, transactions: Int, changes: Int, batchChanges: Int
     ) throws {
         for segment in Fixtures.docSegments(count: segments, transactions: transactions, changes: changes, body: body) {
-            let outcome = try store.importSegment(
+            let outcome = try store.sync.importSegment(
                 header: segment.header, transactions: segment.transactions, checksum: segment.checksum, account: "default",
                 batching: ImportBatching(maximumChanges: batchChanges))
             #expect(outcome == .applied(transactions: transactions))

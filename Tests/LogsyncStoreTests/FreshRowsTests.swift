@@ -23,7 +23,7 @@ struct FreshRowsTests {
 
     static func importAll(_ segments: [SegmentImport], into store: Store) throws {
         var pending = segments[...]
-        try store.importSegments(
+        try store.sync.importSegments(
             from: segments[0].header.node, account: "default", next: { _ in pending.popFirst() }, outcome: { _, _ in })
     }
 
@@ -52,7 +52,7 @@ struct FreshRowsTests {
         try Self.importAll([segments[0]], into: prepared)
         var rest = Array(segments[1...])
         for index in rest.indices {
-            prepared.freshRowPreparer.prepare(&rest[index])
+            prepared.sync.freshRowPreparer.prepare(&rest[index])
             let fresh = try #require(rest[index].fresh, "the writer published the node's index with the first segment")
             #expect(fresh.rows.joined().compactMap { $0 }.count == 4 * 30 + (index == 0 ? 2 : 0))
         }
@@ -70,7 +70,7 @@ struct FreshRowsTests {
         let store = try Store(path: directory.file("store.sqlite"), schema: Fixtures.docSchema)
         try Self.importAll([segments[0]], into: store)
         var second = segments[1]
-        store.freshRowPreparer.prepare(&second)
+        store.sync.freshRowPreparer.prepare(&second)
         let fresh = try #require(second.fresh)
         // A preparation that says another body than the change: only a writer that uses it stores it.
         let marked = fresh.rows.map { transaction in
@@ -96,7 +96,7 @@ struct FreshRowsTests {
         // As if a rolled-back transaction had handed out this index.
         store.knownNodeIndexes.withLock { $0[segments[1].header.node] = 99 }
         var second = segments[1]
-        store.freshRowPreparer.prepare(&second)
+        store.sync.freshRowPreparer.prepare(&second)
         #expect(second.fresh?.node == segments[1].header.node)
         #expect(second.fresh?.nodeIndex == 99)
         try Self.importAll([second], into: store)

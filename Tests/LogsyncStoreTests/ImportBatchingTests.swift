@@ -28,11 +28,11 @@ struct ImportBatchingTests {
         let origin = segments[0].header.node
         var pending = segments[...]
         var observed = Observed()
-        try store.importSegments(
+        try store.sync.importSegments(
             from: origin, account: "default", batching: batching,
             next: { _ in
                 guard let segment = pending.popFirst() else { return nil }
-                observed.committedWhenAsked.append(try store.appliedSequence(from: origin))
+                observed.committedWhenAsked.append(try store.sync.appliedSequence(from: origin))
                 return segment
             },
             outcome: { _, outcome in observed.outcomes.append(outcome) })
@@ -47,7 +47,7 @@ struct ImportBatchingTests {
         let observed = try Self.importObserving(segments, into: store, batching: Self.untimed)
         #expect(observed.committedWhenAsked == [0, 0, 0, 0, 0])
         #expect(observed.outcomes == Array(repeating: .applied(transactions: 4), count: 5))
-        #expect(try store.appliedSequence(from: segments[0].header.node) == 20)
+        #expect(try store.sync.appliedSequence(from: segments[0].header.node) == 20)
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(100)]])
     }
 
@@ -62,7 +62,7 @@ struct ImportBatchingTests {
         let watcher = try Connection(path: store.path)
         let before = try watcher.int64("PRAGMA data_version")
         var asked: [UInt64] = []
-        try store.importSegments(
+        try store.sync.importSegments(
             from: segments[0].header.node, account: "default", next: { asked.append($0); return nil }, outcome: { _, _ in })
         #expect(asked == [4], "asked once, with the committed cursor")
         #expect(try watcher.int64("PRAGMA data_version") == before)

@@ -47,7 +47,7 @@ struct LiveStateTests {
         _ = try store.write { tx in try tx.delete("Item", key: keys[1]) }
         try Connection(path: store.path).execute("DELETE FROM Item WHERE id = ?", [keys[2]])
         #expect(try Self.count(store, "_ls_live") == 1)
-        #expect(try store.exportToOutbox(account: "default") == 1)  // one segment, two transactions
+        #expect(try store.sync.exportToOutbox(account: "default") == 1)  // one segment, two transactions
         #expect(try Self.causalLength(store, keys[1]) == [[.integer(2)]])
         #expect(try Self.causalLength(store, keys[2]) == [[.integer(2)]])
 
@@ -118,7 +118,7 @@ struct LiveStateTests {
         #expect(try Self.count(store, "_ls_live") == 2)
 
         // The next sync transaction moves the orphan; both states are in _ls_row before the fold.
-        #expect(try store.exportToOutbox(account: "default") == 1)
+        #expect(try store.sync.exportToOutbox(account: "default") == 1)
         #expect(try store.read("SELECT pk FROM _ls_live") == [[kept]])
         #expect(try store.read("SELECT count(*) FROM _ls_row WHERE pk IN (?, ?)", [moved, replaced]) == [[.integer(2)]])
 

@@ -77,17 +77,17 @@ struct MergeCaptureTests {
 
     /// Exports `source`'s new history and applies it to each of `targets`.
     static func importAll(from source: Store, into targets: [Store]) throws {
-        _ = try source.exportToOutbox(account: "default", maximumChanges: 5)
-        for segment in try source.unpublishedSegments() {
+        _ = try source.sync.exportToOutbox(account: "default", maximumChanges: 5)
+        for segment in try source.sync.unpublishedSegments() {
             var decoder = try SegmentDecoder(bytes: segment.bytes)
             var transactions: [LogTransaction] = []
             while let transaction = try decoder.next() { transactions.append(transaction) }
             for target in targets {
-                let outcome = try target.importSegment(
+                let outcome = try target.sync.importSegment(
                     header: decoder.header, transactions: transactions, checksum: segment.firstSequence, account: "default")
                 #expect(outcome == .applied(transactions: transactions.count))
             }
-            try source.markPublished(firstSequence: segment.firstSequence)
+            try source.sync.markPublished(firstSequence: segment.firstSequence)
         }
     }
 
@@ -164,7 +164,7 @@ struct MergeCaptureTests {
             changes: [LogChange(entity: "Owner", primaryKey: Fixtures.id(), kind: .insert, causalLength: 1, values: ["name": .text("r")])])
         var handed = 0
         #expect(throws: Interrupted.self) {
-            try target.importSegments(
+            try target.sync.importSegments(
                 from: origin, account: "default",
                 next: { _ in
                     handed += 1
@@ -173,7 +173,7 @@ struct MergeCaptureTests {
                 },
                 outcome: { _, _ in })
         }
-        #expect(try target.appliedSequence(from: origin) == 0)
+        #expect(try target.sync.appliedSequence(from: origin) == 0)
         let second = Fixtures.id()
         _ = try target.write { tx in try tx.insert("Owner", ["id": second, "name": .text("local")]) }
         try expectCaptured(second, "after a failed import")

@@ -87,7 +87,7 @@ struct MigrationTests {
         let transaction = LogTransaction(
             sequence: sequence, timestamp: HLCTimestamp(rawValue: time << 20), author: "remote", contextName: nil, changes: changes)
         let header = SegmentHeader.covering([transaction], from: origin)
-        #expect(try store.importSegment(header: header, transactions: [transaction], checksum: sequence, account: "default") == .applied(transactions: 1))
+        #expect(try store.sync.importSegment(header: header, transactions: [transaction], checksum: sequence, account: "default") == .applied(transactions: 1))
     }
 
     @Test("a format-1 store, row states keyed by (entity, pk), is migrated on open with every state kept")

@@ -83,7 +83,7 @@ struct StrictTablesTests {
         do {
             let store = try Store(path: path, schema: .notes)
             try store.write { try $0.insert("Note", ["id": .text(Self.uuid()), "title": "local", "pinned": 0]) }
-            _ = try store.importSegment(
+            _ = try store.sync.importSegment(
                 header: SegmentHeader(
                     schemaVersion: 1, account: "a", node: origin, firstSequence: 1, lastSequence: 1, minTimestamp: HLCTimestamp(rawValue: 1 << 16),
                     maxTimestamp: HLCTimestamp(rawValue: 1 << 16), transactionCount: 1),
@@ -93,7 +93,7 @@ struct StrictTablesTests {
                         changes: [LogChange(entity: "Note", primaryKey: remote, kind: .insert, causalLength: 1, values: ["title": "remote", "pinned": 1])])
                 ],
                 checksum: 1, account: "a")
-            _ = try store.exportToOutbox(account: "a")
+            _ = try store.sync.exportToOutbox(account: "a")
             before = try store.read("SELECT rowid, * FROM Note ORDER BY rowid")
         }
         try Self.downgradeToFormat5(path)
@@ -103,7 +103,7 @@ struct StrictTablesTests {
         #expect(try store.read("SELECT rowid, * FROM Note ORDER BY rowid") == before)
         #expect(try store.read("SELECT count(*) FROM sqlite_master WHERE name = 'app_note_title'") == [[.integer(1)]])
         // The merge still finds the imported row's state (kept by rowid): an older write loses to it.
-        _ = try store.importSegment(
+        _ = try store.sync.importSegment(
             header: SegmentHeader(
                 schemaVersion: 1, account: "a", node: origin, firstSequence: 2, lastSequence: 2, minTimestamp: HLCTimestamp(rawValue: 1),
                 maxTimestamp: HLCTimestamp(rawValue: 1), transactionCount: 1),
@@ -115,9 +115,9 @@ struct StrictTablesTests {
             checksum: 2, account: "a")
         #expect(try store.read("SELECT title FROM Note WHERE id = ?", [remote]) == [[.text("remote")]])
         // Capture still works, and nothing was captured by the rebuild itself.
-        #expect(try store.exportToOutbox(account: "a") == 0)
+        #expect(try store.sync.exportToOutbox(account: "a") == 0)
         try await Self.expectRefused(path)
-        #expect(try store.exportToOutbox(account: "a") == 1, "the shell's good writes are captured")
+        #expect(try store.sync.exportToOutbox(account: "a") == 1, "the shell's good writes are captured")
     }
 
     @Test("an existing store holding a value its type does not allow is not opened, says where and what to do, and is left as it was")

@@ -62,7 +62,7 @@ struct ArrivalCostTests {
             // The new name and the writer's temporary file, perhaps reported twice over several wake-ups.
             #expect(after.namesLookedAt - before.namesLookedAt <= 6, "round \(round): \(before) → \(after)")
         }
-        #expect(try b.appliedSequence(from: history) == UInt64(Self.historySegments + 5))
+        #expect(try b.sync.appliedSequence(from: history) == UInt64(Self.historySegments + 5))
         // A round with nothing new lists nothing and reads nothing; it may look at a name the watcher
         // reported late for the last write (its temporary file going away, say), and no more.
         let idle = transport.counters

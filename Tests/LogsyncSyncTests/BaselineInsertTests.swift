@@ -87,13 +87,13 @@ struct BaselineInsertTests {
         try Self.changeRows(b, using: &random)
         for _ in 0..<2 { _ = try engineA.sync(); _ = try engineB.sync() }
         var bytes: [UInt8] = []
-        let baseline = try a.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        let baseline = try a.sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
 
         /// Another program renumbers the memo with the largest rowid with no trigger running and vacuums,
         /// as `VACUUM` itself may renumber rows: that memo's state in `_ls_live` is an orphan, which the
         /// load's first transaction moves to `_ls_row` (the schema cookie changed). Returns its key.
         func orphan(in store: Store) throws -> DatabaseValue {
-            _ = try store.exportToOutbox(account: "default")
+            _ = try store.sync.exportToOutbox(account: "default")
             let foreign = try Connection(path: store.path)
             try foreign.setTriggersEnabled(false)
             try foreign.execute("UPDATE Memo SET rowid = -rowid WHERE rowid = (SELECT max(rowid) FROM Memo)")
@@ -107,7 +107,7 @@ struct BaselineInsertTests {
         /// moved yet: storing a new memo's state there moves the orphan to `_ls_row` first, in a run of
         /// prepared rows as one by one. Returns their keys.
         func plantOrphans(in store: Store) throws -> [DatabaseValue] {
-            _ = try store.exportToOutbox(account: "default")
+            _ = try store.sync.exportToOutbox(account: "default")
             let memo = try #require(try store.read("SELECT id FROM _ls_entity WHERE name = 'Memo'").first?.first)
             guard case .integer(let entity) = memo else { throw CancellationError() }
             let foreign = try Connection(path: store.path)
@@ -122,7 +122,7 @@ struct BaselineInsertTests {
 
         func loaded(
             into name: String, copyOf source: Store?, prepares: Bool, orphans: Bool, planted: Bool = false
-        ) throws -> (StoreContent, [[String]], Store.BaselineLoad) {
+        ) throws -> (StoreContent, [[String]], BaselineLoad) {
             let path = cluster.storePath(name)
             try source?.copy(to: path)
             let store = try Store(path: path, schema: Self.schema)
@@ -138,8 +138,9 @@ struct BaselineInsertTests {
             // Small chunks and batches: the first chunk is decoded before any node index is published (so
             // none of it is prepared), and prepared rows meet merged ones in a batch and across batches.
             // Runs of 4 prepared rows: many of them fill up inside a chunk of 16 rows.
-            let load = try store.loadBaseline(
-                decoder, account: "default", batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares, runRows: 4)
+            let load = try store.sync.loadBaseline(
+                decoder, account: "default",
+                options: BaselineLoadOptions(batchRows: 70, chunkRows: 25, aheadRows: 16, preparesInserts: prepares, runRows: 4))
             #expect(load.rows == Int(baseline.rows))
             if !plantedKeys.isEmpty {
                 // Each orphan whose id a memo's live state took moved to `_ls_row`; the others (their rowid
@@ -191,7 +192,7 @@ struct BaselineInsertTests {
         try Self.writeRows(a, count: 300, notes: false, using: &random)
         _ = try cluster.engine(a).sync()
         var bytes: [UInt8] = []
-        _ = try a.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        _ = try a.sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
 
         func load(_ baseline: [UInt8], into store: Store, batchRows: Int = 70) throws {
             var served = false
@@ -199,7 +200,8 @@ struct BaselineInsertTests {
                 defer { served = true }
                 return served ? nil : baseline
             }
-            _ = try store.loadBaseline(decoder, account: "default", batchRows: batchRows, chunkRows: 25, aheadRows: 16, runRows: 4)
+            _ = try store.sync.loadBaseline(
+                decoder, account: "default", options: BaselineLoadOptions(batchRows: batchRows, chunkRows: 25, aheadRows: 16, runRows: 4))
         }
         let clean = try cluster.store("clean")
         try load(bytes, into: clean)

@@ -85,7 +85,7 @@ struct ForeignSQLPropertyTests {
             let trace = generator.trace.joined(separator: "\n")
             for (index, table) in tables.enumerated() {
                 #expect(table == tables[0], "seed \(seed): node \(index) differs from node 0; statements:\n\(trace)")
-                #expect(try stores[index].quarantined().isEmpty, "seed \(seed)")
+                #expect(try stores[index].sync.quarantined().isEmpty, "seed \(seed)")
             }
             if singleWriter {
                 #expect(tables[0] == written, "seed \(seed): the nodes differ from what the only writer left in its tables; statements:\n\(trace)")

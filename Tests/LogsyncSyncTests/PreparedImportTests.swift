@@ -27,13 +27,13 @@ struct PreparedImportTests {
 
         // Before b's writer has applied anything from a, there is no index to encode a's clocks with.
         guard case .segment(let before, _) = SyncEngine.load(
-            names[1], context: SyncEngine.LoadContext(store: b, transport: transport, configuration: SyncConfiguration()), preparingFor: b.freshRowPreparer)
+            names[1], context: SyncEngine.LoadContext(store: b, transport: transport, configuration: SyncConfiguration()), preparingFor: b.sync.freshRowPreparer)
         else { Issue.record("segment \(names[1]) was rejected"); return }
         #expect(before.fresh == nil)
 
         _ = try cluster.engine(b).sync()
         guard case .segment(let after, _) = SyncEngine.load(
-            names[1], context: SyncEngine.LoadContext(store: b, transport: transport, configuration: SyncConfiguration()), preparingFor: b.freshRowPreparer)
+            names[1], context: SyncEngine.LoadContext(store: b, transport: transport, configuration: SyncConfiguration()), preparingFor: b.sync.freshRowPreparer)
         else { Issue.record("segment \(names[1]) was rejected"); return }
         let fresh = try #require(after.fresh)
         #expect(fresh.rows.joined().compactMap { $0 }.count == 5, "each of the segment's five Folder inserts")

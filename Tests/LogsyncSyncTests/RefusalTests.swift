@@ -47,8 +47,8 @@ struct RefusalTests {
         #expect(first.refused.map(\.name) == [forged], "new this round")
         #expect(first.rejected[0].reason.contains("causal length 9223372036854775813"), "\(first.rejected)")
         #expect(first.waiting[c] == 1)
-        #expect(try receiver.appliedSequence(from: NodeID(good.nodeID)) == 1, "the other node is applied")
-        let refusals = try receiver.refusals()
+        #expect(try receiver.sync.appliedSequence(from: NodeID(good.nodeID)) == 1, "the other node is applied")
+        let refusals = try receiver.sync.refusals()
         #expect(refusals.count == 1 && refusals[0].lastSequence == 1 && refusals[0].location.hasSuffix(forged.fileName))
 
         // The next round refuses the same bytes again, and says so only once.
@@ -59,8 +59,8 @@ struct RefusalTests {
         #expect(throws: StoreError.self) { try engine.drop(SegmentName(node: c, firstSequence: 2, lastSequence: 2)) }
         let dropped = try engine.drop(forged)
         #expect(dropped.reason == refusals[0].reason)
-        #expect(try receiver.appliedSequence(from: c) == 1)
-        #expect(try receiver.refusals().isEmpty && (try receiver.droppedSegments()).count == 1)
+        #expect(try receiver.sync.appliedSequence(from: c) == 1)
+        #expect(try receiver.sync.refusals().isEmpty && (try receiver.sync.droppedSegments()).count == 1)
         let third = try engine.sync()
         #expect(third.applied.map(\.firstSequence) == [2], "C goes on after the dropped segment")
         #expect(try receiver.read("SELECT title FROM Note WHERE id = ?", [.text(laterKey)]) == [[.text("later")]])
@@ -115,7 +115,7 @@ struct RefusalTests {
         #expect(try engine.sync().rejected.first?.reason.contains("'Note.rank' of row \(key) is 3 bytes of text, not an integer") == true)
         _ = try Self.publish(cluster, node: c, sequence: 1, [Self.note("fixed", key: key)])
         #expect(try engine.sync().applied.map(\.node) == [c])
-        #expect(try receiver.refusals().isEmpty)
+        #expect(try receiver.sync.refusals().isEmpty)
     }
 
     @Test("a file named as a baseline with the largest count, in this node's own folder, traps nothing")
@@ -133,6 +133,6 @@ struct RefusalTests {
             try store.write { try $0.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) }
             _ = try cluster.retainingEngine(store, clock: clock, baselineEvery: 2).sync()
         }
-        #expect(try store.exportedSequence() == 4, "every round ran")
+        #expect(try store.sync.exportedSequence() == 4, "every round ran")
     }
 }

@@ -77,7 +77,7 @@ struct RetentionPropertyTests {
         let expected = try witness.syncedTables()
         for store in stores {
             #expect(try store.syncedTables() == expected, "seed \(seed): \(store.nodeID) differs from the run without pruning")
-            #expect(try store.quarantined().isEmpty, "seed \(seed)")
+            #expect(try store.sync.quarantined().isEmpty, "seed \(seed)")
         }
         // Another node may have deleted such a folder since; its state (a tombstone then) must be there.
         for key in awayChanges {

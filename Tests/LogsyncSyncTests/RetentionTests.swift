@@ -54,10 +54,10 @@ struct RetentionTests {
         let cluster = try SyncCluster("canon")
         let (stores, engines, _) = try cluster.randomlyWritten(["a", "b"], seed: 7, writes: 60, maximumChanges: 3)
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
-        #expect(try stores[0].frontier() == stores[1].frontier())
+        #expect(try stores[0].sync.frontier() == stores[1].sync.frontier())
         var bytes: [[UInt8]] = [[], []]
         for (index, store) in stores.enumerated() {
-            _ = try store.writeBaseline(account: "default") { bytes[index].append(contentsOf: $0) }
+            _ = try store.sync.writeBaseline(account: "default") { bytes[index].append(contentsOf: $0) }
         }
         #expect(!bytes[0].isEmpty)
         #expect(bytes[0] == bytes[1], "the same frontier must give the same bytes")
@@ -66,7 +66,7 @@ struct RetentionTests {
             defer { served = true }
             return served ? nil : bytes[0]
         }
-        #expect(header.frontier == (try stores[0].frontier()))
+        #expect(header.frontier == (try stores[0].sync.frontier()))
         #expect(rows > 0)
     }
 
@@ -74,16 +74,16 @@ struct RetentionTests {
     func baselineRefusals() throws {
         let cluster = try SyncCluster("refusals")
         let store = try cluster.store("a")
-        #expect(throws: Store.BaselineRefusal.empty) { _ = try store.writeBaseline(account: "default") { _ in } }
+        #expect(throws: BaselineRefusal.empty) { _ = try store.sync.writeBaseline(account: "default") { _ in } }
         try store.write { tx in try tx.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) }
         _ = try cluster.engine(store).sync()
-        // What an interrupted load leaves (`Store.loadBaseline`), as another process's connection sees the file.
+        // What an interrupted load leaves (`SyncLedger.loadBaseline`), as another process's connection sees the file.
         let foreign = try ForeignConnection(path: store.path)
         _ = try foreign.execute("INSERT INTO _ls_meta(key, value) VALUES ('baseline_loading', 'x')")
-        #expect(throws: Store.BaselineRefusal.loadInProgress) { _ = try store.writeBaseline(account: "default") { _ in } }
+        #expect(throws: BaselineRefusal.loadInProgress) { _ = try store.sync.writeBaseline(account: "default") { _ in } }
         _ = try foreign.execute("DELETE FROM _ls_meta WHERE key = 'baseline_loading'")
         var bytes: [UInt8] = []
-        let written = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        let written = try store.sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         #expect(written.rows == 1)
         #expect(UInt64(bytes.count) == written.bytes)
     }
@@ -114,19 +114,19 @@ struct RetentionTests {
             _ = try BaselineDecoder.checkBytes { defer { served = true }; return served ? nil : bytes }
             served = false
             let decoder = try BaselineDecoder { defer { served = true }; return served ? nil : bytes }
-            _ = try store.loadBaseline(decoder, account: "default", batchRows: 2)
+            _ = try store.sync.loadBaseline(decoder, account: "default", options: BaselineLoadOptions(batchRows: 2))
         }
         #expect(throws: StoreError.self) { try load(try baseline(endingWithUnknownEntity: true)) }
         #expect(try store.read("SELECT count(*) FROM Folder").first?.first == .integer(4), "the two batches before the bad row stay")
-        #expect(try store.baselineLoadInProgress())
-        #expect(try store.appliedSequence(from: writer) == 0)
-        #expect(try store.coveredByBaseline(writer) == 0)
-        #expect(throws: Store.BaselineRefusal.loadInProgress) { _ = try store.writeBaseline(account: "default") { _ in } }
+        #expect(try store.sync.baselineLoadInProgress())
+        #expect(try store.sync.appliedSequence(from: writer) == 0)
+        #expect(try store.sync.coveredByBaseline(writer) == 0)
+        #expect(throws: BaselineRefusal.loadInProgress) { _ = try store.sync.writeBaseline(account: "default") { _ in } }
 
         try load(try baseline(endingWithUnknownEntity: false))
-        #expect(try !store.baselineLoadInProgress())
-        #expect(try store.appliedSequence(from: writer) == 5)
-        #expect(try store.coveredByBaseline(writer) == 5)
+        #expect(try !store.sync.baselineLoadInProgress())
+        #expect(try store.sync.appliedSequence(from: writer) == 5)
+        #expect(try store.sync.coveredByBaseline(writer) == 5)
         #expect(try store.read("SELECT count(*) FROM Folder").first?.first == .integer(4))
     }
 
@@ -137,7 +137,7 @@ struct RetentionTests {
         for _ in 0..<20 { try store.write { tx in try tx.insert("Folder", ["id": SyncCluster.id(), "name": "f"]) } }
         _ = try cluster.engine(store).sync()
         var bytes: [UInt8] = []
-        _ = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        _ = try store.sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         // What a loader checks before it uses a row: the bytes alone, undecoded.
         var served = false
         let checked = try BaselineDecoder.checkBytes {
@@ -190,7 +190,7 @@ struct RetentionTests {
         let report = try cluster.retainingEngine(joiner, clock: clock).sync()
         #expect(report.loadedBaseline != nil, "a new node loads the newest baseline")
         for name in report.applied {
-            #expect(try name.firstSequence > joiner.coveredByBaseline(name.node), "\(name) is covered by the baseline: loaded first, it is not replayed")
+            #expect(try name.firstSequence > joiner.sync.coveredByBaseline(name.node), "\(name) is covered by the baseline: loaded first, it is not replayed")
         }
         #expect(try joiner.syncedTables() == stores[0].syncedTables())
         #expect(try stores[0].syncedTables() == stores[1].syncedTables())
@@ -241,8 +241,8 @@ struct RetentionTests {
         let pruned = try engines[0].prune(dryRun: false)
         #expect(pruned.silent.contains { $0.node == stores[2].nodeID })
         #expect(pruned.prunedThrough > 0, "\(pruned.explanation)")
-        let deleted = try stores[0].prunedSequence()
-        let appliedByC = try stores[2].appliedSequence(from: NodeID(stores[0].nodeID))
+        let deleted = try stores[0].sync.prunedSequence()
+        let appliedByC = try stores[2].sync.appliedSequence(from: NodeID(stores[0].nodeID))
         #expect(deleted > appliedByC, "a has deleted segments c never applied")
         // c returns: it bootstraps from a baseline and keeps its change.
         var report = try engines[2].sync()
@@ -270,7 +270,7 @@ struct RetentionTests {
         for _ in 0..<60 { try SyncCluster.randomWrite(stores.randomElement(using: &rng)!, using: &rng) }
         for _ in 0..<3 { for engine in engines { _ = try engine.sync() } }
         var bytes: [UInt8] = []
-        let baseline = try stores[0].writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        let baseline = try stores[0].sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         #expect(baseline.rows > 40, "enough rows for many chunks: \(baseline.rows)")
 
         /// The store's content once the baseline is loaded in `batchRows`, `chunkRows` and `aheadRows` (or
@@ -287,9 +287,9 @@ struct RetentionTests {
                 defer { served = true }
                 return served ? nil : bytes
             }
-            let load = try store.loadBaseline(
-                decoder, account: "default", batchRows: batchRows, batchBytes: batchBytes, chunkRows: chunkRows, aheadRows: aheadRows,
-                aheadBytes: aheadBytes)
+            let options = BaselineLoadOptions(
+                batchRows: batchRows, batchBytes: batchBytes, chunkRows: chunkRows, aheadRows: aheadRows, aheadBytes: aheadBytes)
+            let load = try store.sync.loadBaseline(decoder, account: "default", options: options)
             #expect(load.rows == Int(baseline.rows))
             if let batchBytes, batchBytes < 200 {
                 // Rows of about 60–100 bytes: 2 or 3 to a batch, where the row bound alone makes one batch.
@@ -341,13 +341,14 @@ struct RetentionTests {
             var served = false
             let decoder = try BaselineDecoder { defer { served = true }; return served ? nil : bytes }
             var rowsAfterEachBatch: [Int] = []
-            let load = try store.loadBaseline(
-                decoder, account: "default", batchRows: 100_000, aheadRows: 3, progress: { rowsAfterEachBatch.append($0.rows) })
+            let load = try store.sync.loadBaseline(
+                decoder, account: "default", options: BaselineLoadOptions(batchRows: 100_000, aheadRows: 3),
+                progress: { rowsAfterEachBatch.append($0.rows) })
             #expect(load.rows == 40)
             return zip(rowsAfterEachBatch, [0] + rowsAfterEachBatch).map { $0 - $1 }
         }
         // The batch ends with the row that takes it to 2 MiB: 21 rows of just over 100 KB, then 19.
-        #expect(Store.baselineBatchBytes == 2 << 20)
+        #expect(BaselineLoadOptions.walBatchBytes == 2 << 20)
         #expect(try batches(loadingInto: try cluster.store("wal")) == [21, 19])
         let building = try Store(path: cluster.storePath("building"), schema: cluster.storeSchema, options: .rebuilding)
         #expect(try batches(loadingInto: building) == [40], "a store being built takes the caller's batches")
@@ -369,7 +370,7 @@ struct StoreContent: Equatable {
     init(_ store: Store) throws {
         tables = try store.syncedTables()
         var bytes: [UInt8] = []
-        _ = try store.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
+        _ = try store.sync.writeBaseline(account: "default") { bytes.append(contentsOf: $0) }
         // The header names the store's own node with its export sequence: only the rows are compared.
         var served = false
         let decoder = try BaselineDecoder { [bytes] in

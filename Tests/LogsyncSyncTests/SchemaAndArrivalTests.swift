@@ -29,7 +29,7 @@ struct SchemaAndArrivalTests {
             let report = try cluster.engine(older).sync()
             #expect(report.applied.isEmpty)
             #expect(report.heldForSchema.map(\.firstSequence) == [1])
-            #expect(try older.appliedSequence(from: NodeID(newer.nodeID)) == 0)
+            #expect(try older.sync.appliedSequence(from: NodeID(newer.nodeID)) == 0)
             #expect(try older.read("SELECT count(*) FROM Folder") == [[.integer(0)]])
         }
         // The app upgrades: the same store opens with version 2 and the held segment applies.
@@ -104,12 +104,12 @@ struct BatchedImportTests {
         }
         let header = SegmentHeader.covering(transactions, from: origin)
         // Only the first transaction arrives in this call: the segment is left half applied.
-        #expect(try b.importSegment(header: header, transactions: [transactions[0]], checksum: 42, account: "default") == .applied(transactions: 1))
-        #expect(try b.appliedSequence(from: origin) == 1)
-        #expect(try b.importSegment(header: header, transactions: transactions, checksum: 43, account: "default") == .divergent)
-        #expect(try b.appliedSequence(from: origin) == 1)
-        #expect(try b.importSegment(header: header, transactions: transactions, checksum: 42, account: "default") == .applied(transactions: 1))
-        #expect(try b.appliedSequence(from: origin) == 2)
+        #expect(try b.sync.importSegment(header: header, transactions: [transactions[0]], checksum: 42, account: "default") == .applied(transactions: 1))
+        #expect(try b.sync.appliedSequence(from: origin) == 1)
+        #expect(try b.sync.importSegment(header: header, transactions: transactions, checksum: 43, account: "default") == .divergent)
+        #expect(try b.sync.appliedSequence(from: origin) == 1)
+        #expect(try b.sync.importSegment(header: header, transactions: transactions, checksum: 42, account: "default") == .applied(transactions: 1))
+        #expect(try b.sync.appliedSequence(from: origin) == 2)
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(2)]])
     }
 }

@@ -67,12 +67,12 @@ struct SegmentFuzzTests {
                 Issue.record("seed \(seed) (\(forgery.label)): the round failed: \(error)")
                 continue
             }
-            let applied = try receiver.appliedSequence(from: node)
+            let applied = try receiver.sync.appliedSequence(from: node)
             let rejection = report.rejected.first { $0.name == name }
             if let rejection {
                 #expect(!rejection.reason.isEmpty)
                 #expect(applied == 0, "seed \(seed): a refused segment applied nothing")
-                #expect(try receiver.refusals().contains { $0.node == node && $0.reason == rejection.reason }, "seed \(seed): the refusal is recorded")
+                #expect(try receiver.sync.refusals().contains { $0.node == node && $0.reason == rejection.reason }, "seed \(seed): the refusal is recorded")
                 outcomes["refused: " + forgery.label, default: 0] += 1
             } else if forgery.first != 1 {
                 #expect(report.waiting[node] == 1, "seed \(seed): a segment after a gap waits")
@@ -83,7 +83,7 @@ struct SegmentFuzzTests {
                 outcomes["applied: " + forgery.label, default: 0] += 1
             }
             // The good node's history arrives every round, whatever else is in the folder.
-            #expect(try receiver.appliedSequence(from: NodeID(good.nodeID)) == (try good.exportedSequence()), "seed \(seed): the good node is applied")
+            #expect(try receiver.sync.appliedSequence(from: NodeID(good.nodeID)) == (try good.sync.exportedSequence()), "seed \(seed): the good node is applied")
         }
         // The good node's rows all arrived, as it has them (the receiver may hold more: valid forgeries).
         #expect(try receiver.syncedTables() == (try good.syncedTables()).merging(with: try receiver.syncedTables()))

@@ -26,10 +26,10 @@ struct SharedFolderSyncTests {
         let expected = try cluster.reference()
         for store in stores {
             #expect(try store.syncedTables() == expected, "seed \(seed): \(store.nodeID) differs")
-            #expect(try store.quarantined().isEmpty)
+            #expect(try store.sync.quarantined().isEmpty)
         }
         let imported = try stores[0].history(filter: HistoryFilter(origins: [.remote(stores[1].nodeID)]), limit: 100_000).count
-        #expect(UInt64(imported) <= (try stores[1].exportedSequence()), "never more imported transactions than exported")
+        #expect(UInt64(imported) <= (try stores[1].sync.exportedSequence()), "never more imported transactions than exported")
     }
 
     @Test("a second sync applies nothing again, and the history holds each imported transaction once")
@@ -51,7 +51,7 @@ struct SharedFolderSyncTests {
         #expect(imported.allSatisfy { $0.author == "alice" })
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(5)]])
         // No echo: b exported nothing, and a applies nothing back.
-        #expect(try b.exportedSequence() == 0)
+        #expect(try b.sync.exportedSequence() == 0)
         #expect(try ea.sync().applied.isEmpty)
     }
 
@@ -212,7 +212,7 @@ struct SharedFolderSyncTests {
         _ = try cluster.engine(a).sync()
         let blocked = try #require(throws: TransportError.self) { try cluster.engine(b).sync() }
         #expect(blocked.code == .conflict && blocked.message.contains("is a FIFO, not a segment"), "\(blocked)")
-        #expect(try b.appliedSequence(from: NodeID(a.nodeID)) == 2, "a's new segment was imported all the same")
+        #expect(try b.sync.appliedSequence(from: NodeID(a.nodeID)) == 2, "a's new segment was imported all the same")
     }
 
     @Test("the same node and sequence with different content is quarantined and never merged")
@@ -235,11 +235,11 @@ struct SharedFolderSyncTests {
         let fresh = try cluster.engine(b)
         let report = try fresh.sync()
         #expect(report.quarantined.map(\.firstSequence) == [1])
-        #expect(try b.quarantined().map(\.reason).first?.contains("different content") == true)
+        #expect(try b.sync.quarantined().map(\.reason).first?.contains("different content") == true)
         #expect(try b.read("SELECT title FROM Note") == [[.text("original")]])
         // Reported once, not again on every round.
         #expect(try fresh.sync().quarantined.isEmpty)
-        #expect(try b.quarantined().count == 1)
+        #expect(try b.sync.quarantined().count == 1)
     }
 
     @Test("a write made with the sqlite3 shell on one node reaches the others")
@@ -268,7 +268,7 @@ struct SharedFolderSyncTests {
         #expect(result.status == ExitStatus.ioError)
         #expect(result.stderr.contains("the shared folder \(missing) does not exist"))
         #expect(!FileManager.default.fileExists(atPath: missing))
-        #expect(try a.exportedSequence() == 0, "nothing exported to a folder that is not there")
+        #expect(try a.sync.exportedSequence() == 0, "nothing exported to a folder that is not there")
     }
 
     /// `logsync sync` killed with SIGKILL at each fault point, then run again: nothing is lost, nothing
@@ -310,8 +310,8 @@ struct SharedFolderSyncTests {
         #expect(try b.syncedTables() == cluster.reference())
         let imported = try b.history(filter: HistoryFilter(origins: [.remote(a.nodeID)]))
         #expect(imported.count == 6, "each of a's six transactions imported exactly once")
-        #expect(try a.exportedSequence() == 6)
-        #expect(try b.quarantined().isEmpty)
+        #expect(try a.sync.exportedSequence() == 6)
+        #expect(try b.sync.quarantined().isEmpty)
         #expect(try b.read("SELECT count(*) FROM Note") == [[.integer(18)]])
     }
 }

@@ -18,7 +18,7 @@ extension AccountSwitcher {
         if !report.published.isEmpty {
             logger.info("published \(report.published.count) segment(s) of account \(account) from \(store.path)")
         }
-        return try store.pendingExports()
+        return try store.sync.pendingExports()
     }
 
     /// Deletes a store that has nothing left to ship and that no process holds; else returns it with
@@ -31,7 +31,7 @@ extension AccountSwitcher {
         do {
             let store = try StoreMount.openStore(at: candidate.path, schema: schema, options: .retiring)
             try store.closeToWrites(note: "\(Self.name(candidate.account)) retired")
-            let pending = try store.pendingExports()
+            let pending = try store.sync.pendingExports()
             if pending.transactions > 0 || pending.segments > 0 {
                 unshipped = "\(pending.transactions) transaction(s) and \(pending.segments) segment(s) not yet shipped"
             }

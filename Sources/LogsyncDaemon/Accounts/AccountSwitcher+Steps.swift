@@ -147,7 +147,7 @@ extension AccountSwitcher {
             var lastReport = ContinuousClock.now - .seconds(10)
             while true {
                 let finished = watcher.isFinished
-                if let cursors = try? store.appliedSequences() {
+                if let cursors = try? store.sync.appliedSequences() {
                     let applied = cursors.values.reduce(0) { $0 + Int($1) }
                     var total: Int?
                     updateRun { run in

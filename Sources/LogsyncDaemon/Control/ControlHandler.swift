@@ -109,7 +109,7 @@ struct ControlHandler: Sendable {
     }
 
     func history(limit: Int) throws -> [HistoryEntry] {
-        try switcher.mountedStore().recentHistory(limit: limit).map {
+        try switcher.mountedStore().sync.recentHistory(limit: limit).map {
             HistoryEntry(
                 token: $0.token.rawValue, timestamp: String(describing: $0.timestamp), time: $0.timestamp.wallClockDescription, author: $0.author,
                 context: $0.contextName, origin: $0.origin.description, changes: $0.changes.count)

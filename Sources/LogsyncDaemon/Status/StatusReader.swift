@@ -23,12 +23,12 @@ struct StatusReader: Sendable {
         let halted = loop.halted
         let mounted = mount.current
         let store = mounted?.store
-        let pending = try store?.pendingExports() ?? (transactions: 0, segments: 0)
+        let pending = try store?.sync.pendingExports() ?? (transactions: 0, segments: 0)
         var peers: [String: PeerStatus] = [:]
         func peer(_ node: String) -> PeerStatus {
             peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
         }
-        for (node, applied, at) in try store?.peerCursors() ?? [] {
+        for (node, applied, at) in try store?.sync.peerCursors() ?? [] {
             peers[node.rawValue] = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
         }
         // What could be applied: segments that follow on from the cursor without a gap and were not
@@ -61,7 +61,7 @@ struct StatusReader: Sendable {
             state: halted != nil ? .halted : phase, account: accounts.active ?? "", node: store?.nodeID ?? "", store: accounts.store,
             sharedFolder: settings.current.sharedFolder, startedAt: startedAt, lastSync: summary,
             pendingTransactions: pending.transactions, pendingSegments: pending.segments, peers: peerList,
-            quarantined: try (store?.quarantined() ?? []).map {
+            quarantined: try (store?.sync.quarantined() ?? []).map {
                 QuarantineEntry(node: $0.node.rawValue, firstSequence: $0.firstSequence, lastSequence: $0.lastSequence, reason: $0.reason, location: $0.location)
             },
             rejected: report?.rejected.map(\.description) ?? [], ignoredFiles: ignored.count,
@@ -70,12 +70,12 @@ struct StatusReader: Sendable {
             retention: try mounted?.engine.map { engine in
                 // As of the last prune, with what this node keeps now.
                 var retention = engine.retentionStatus
-                retention.retainedSegments = try engine.store.retainedSegmentCount()
-                retention.prunedThrough = try engine.store.prunedSequence()
+                retention.retainedSegments = try engine.store.sync.retainedSegmentCount()
+                retention.prunedThrough = try engine.store.sync.prunedSequence()
                 return retention
             },
             syncthing: syncthing?.contact)
-        status.refused = try store?.refusals().map(ControlHandler.entry)
+        status.refused = try store?.sync.refusals().map(ControlHandler.entry)
         return status
     }
 

@@ -96,10 +96,12 @@ package struct FreshRowPreparer: Sendable {
     }
 }
 
-extension Store {
+extension SyncLedger {
     /// What prepares this store's imports on other threads.
-    package var freshRowPreparer: FreshRowPreparer { FreshRowPreparer(catalog: catalog, published: knownNodeIndexes) }
+    package var freshRowPreparer: FreshRowPreparer { FreshRowPreparer(catalog: store.catalog, published: store.knownNodeIndexes) }
+}
 
+extension Store {
     /// Inside a write transaction: makes sure `node` has an index and publishes it for
     /// ``FreshRowPreparer`` on other threads.
     func publishNodeIndex(_ nodes: inout NodeTable, of node: NodeID, connection: Connection) throws {

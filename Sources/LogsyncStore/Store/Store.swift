@@ -22,9 +22,9 @@ public final class Store: Sendable {
     public let options: StoreOptions
 
     let catalog: Catalog
-    /// What a change from another node must be to be merged here (``ChangeRules``): checked where
-    /// segments are decoded, off the writer's thread.
-    package let changeRules: ChangeRules
+    /// What a change from another node must be to be merged here (``ChangeRules``; the sync engine reads
+    /// them through ``SyncLedger/changeRules``).
+    let changeRules: ChangeRules
     private let writer: Locked<WriterState>
     private let reader: Locked<Connection>
     private let checkpoints: Checkpoints

@@ -4,17 +4,17 @@ import LogsyncCore
 /// older backup, or given a new database; docs/relay-protocol.md, "Identity and epoch"): the identity of
 /// the carrier it last published through (`carrier` in `_ls_meta`), and the bytes of its published
 /// segments, which stay in the outbox until pruning deletes them (``markPublished(firstSequence:)``).
-extension Store {
+extension SyncLedger {
     /// The carrier identity recorded by ``recordCarrierIdentity(_:)``, if any.
     package func carrierIdentity() throws -> String? {
-        try reading { connection in
+        try store.reading { connection in
             guard case .text(let identity)? = try connection.scalar("SELECT value FROM _ls_meta WHERE key = 'carrier'") else { return nil }
             return identity
         }
     }
 
     package func recordCarrierIdentity(_ identity: String) throws {
-        _ = try perform(marker: Marker()) { tx in
+        _ = try store.perform(marker: Store.Marker()) { tx in
             try tx.execute("INSERT OR REPLACE INTO _ls_meta(key, value) VALUES ('carrier', ?)", [.text(identity)])
         }
     }
@@ -24,7 +24,7 @@ extension Store {
     /// has). Returns how many were marked, and the ranges whose bytes the outbox no longer holds (published
     /// by a version of logsync that dropped them): those cannot be pushed again.
     package func markRetainedUnpublished() throws -> (count: Int, withoutBytes: [(firstSequence: UInt64, lastSequence: UInt64)]) {
-        try perform(marker: Marker()) { tx -> (count: Int, withoutBytes: [(firstSequence: UInt64, lastSequence: UInt64)]) in
+        try store.perform(marker: Store.Marker()) { tx -> (count: Int, withoutBytes: [(firstSequence: UInt64, lastSequence: UInt64)]) in
             let withoutBytes = try tx.rows("SELECT first_seq, last_seq FROM _ls_outbox WHERE shipped = 1 AND length(bytes) = 0 ORDER BY first_seq")
                 .compactMap { row -> (firstSequence: UInt64, lastSequence: UInt64)? in
                     guard case .integer(let first) = row[0], case .integer(let last) = row[1] else { return nil }

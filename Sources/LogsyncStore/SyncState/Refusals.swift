@@ -40,13 +40,13 @@ package struct DroppedSegment: Sendable, Hashable {
     package var at: Int64
 }
 
-extension Store {
+extension SyncLedger {
     /// Records a refusal (replacing an earlier one of the same segment, whose bytes may have differed).
     package func refuse(_ refusal: SegmentRefusal) throws {
-        _ = try perform(marker: Marker()) { tx in
+        _ = try store.perform(marker: Store.Marker()) { tx in
             try tx.execute(
                 "INSERT OR REPLACE INTO _ls_refused(node, first_seq, last_seq, checksum, reason, location, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [.text(refusal.node.rawValue), try Self.sequenceValue(refusal.firstSequence), try Self.sequenceValue(refusal.lastSequence),
+                [.text(refusal.node.rawValue), try Store.sequenceValue(refusal.firstSequence), try Store.sequenceValue(refusal.lastSequence),
                  .integer(Int64(bitPattern: refusal.checksum)), .text(refusal.reason), .text(refusal.location),
                  .integer(Int64(clamping: WallClock.milliseconds()))])
         }
@@ -54,7 +54,7 @@ extension Store {
 
     /// Every refusal recorded, oldest first.
     package func refusals() throws -> [SegmentRefusal] {
-        try reading { connection in
+        try store.reading { connection in
             try connection.rows("SELECT node, first_seq, last_seq, checksum, reason, location, at FROM _ls_refused ORDER BY at, node, first_seq").compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let first) = row[1], case .integer(let last) = row[2],
                     case .integer(let checksum) = row[3], case .text(let reason) = row[4], case .text(let location) = row[5],
@@ -69,7 +69,7 @@ extension Store {
 
     /// Segments dropped by the operator, oldest first.
     package func droppedSegments() throws -> [DroppedSegment] {
-        try reading { connection in
+        try store.reading { connection in
             try connection.rows("SELECT node, first_seq, last_seq, checksum, reason, at FROM _ls_dropped ORDER BY at, node, first_seq").compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let first) = row[1], case .integer(let last) = row[2],
                     case .integer(let checksum) = row[3], case .text(let reason) = row[4], case .integer(let at) = row[5], first >= 0, last >= 0
@@ -84,8 +84,8 @@ extension Store {
     /// Forgets a refusal or a divergence record of the segment `node`, `first`–`last`, so that the next
     /// round reads it again. Returns whether there was one.
     package func release(node: NodeID, firstSequence: UInt64, lastSequence: UInt64) throws -> Bool {
-        let arguments: [DatabaseValue] = [.text(node.rawValue), try Self.sequenceValue(firstSequence), try Self.sequenceValue(lastSequence)]
-        return try perform(marker: Marker()) { tx in
+        let arguments: [DatabaseValue] = [.text(node.rawValue), try Store.sequenceValue(firstSequence), try Store.sequenceValue(lastSequence)]
+        return try store.perform(marker: Store.Marker()) { tx in
             let refused = try tx.rows("DELETE FROM _ls_refused WHERE node = ? AND first_seq = ? AND last_seq = ? RETURNING 1", arguments).count
             let divergent = try tx.rows("DELETE FROM _ls_quarantine WHERE node = ? AND first_seq = ? AND last_seq = ? RETURNING 1", arguments).count
             return refused + divergent > 0
@@ -96,9 +96,9 @@ extension Store {
     /// copy replaced the file) or covered by a baseline.
     package func forgetRefusals(of node: NodeID, through sequence: UInt64) throws {
         let bound = DatabaseValue.integer(Int64(clamping: sequence))
-        guard try reading({ try $0.int64("SELECT 1 FROM _ls_refused WHERE node = ? AND last_seq <= ? LIMIT 1", [.text(node.rawValue), bound]) }) != nil
+        guard try store.reading({ try $0.int64("SELECT 1 FROM _ls_refused WHERE node = ? AND last_seq <= ? LIMIT 1", [.text(node.rawValue), bound]) }) != nil
         else { return }
-        _ = try perform(marker: Marker()) { tx in
+        _ = try store.perform(marker: Store.Marker()) { tx in
             try tx.execute("DELETE FROM _ls_refused WHERE node = ? AND last_seq <= ?", [.text(node.rawValue), bound])
         }
     }
@@ -110,17 +110,17 @@ extension Store {
     /// dropped: the cursor never jumps over sequences that were not refused.
     package func drop(node: NodeID, firstSequence: UInt64, lastSequence: UInt64) throws -> DroppedSegment {
         let nodeValue = DatabaseValue.text(node.rawValue)
-        let first = try Self.sequenceValue(firstSequence)
-        let last = try Self.sequenceValue(lastSequence)
-        return try perform(marker: Marker()) { tx in
+        let first = try Store.sequenceValue(firstSequence)
+        let last = try Store.sequenceValue(lastSequence)
+        return try store.perform(marker: Store.Marker()) { tx in
             guard let row = try tx.rows(
                 "SELECT checksum, reason FROM _ls_refused WHERE node = ? AND first_seq = ? AND last_seq = ?", [nodeValue, first, last]).first,
                 case .integer(let checksum) = row[0], case .text(let reason) = row[1]
             else {
                 throw StoreError(
                     .schema,
-                    "no refused segment \(node) \(firstSequence)-\(lastSequence) is recorded in \(path); 'syncctl quarantine list' shows what is",
-                    path: path)
+                    "no refused segment \(node) \(firstSequence)-\(lastSequence) is recorded in \(store.path); 'syncctl quarantine list' shows what is",
+                    path: store.path)
             }
             let cursorRow = try tx.rows("SELECT last_seq, last_hlc FROM _ls_cursor WHERE node = ?", [nodeValue]).first
             var cursor: Int64 = 0
@@ -133,7 +133,7 @@ extension Store {
                     .schema,
                     "segment \(node) \(firstSequence)-\(lastSequence) is not the next one of its node (sequence \(cursor) is applied): "
                         + "only the segment the node's stream waits for can be dropped",
-                    path: path)
+                    path: store.path)
             }
             let now = DatabaseValue.integer(Int64(clamping: WallClock.milliseconds()))
             try tx.execute(
@@ -149,7 +149,9 @@ extension Store {
                 at: Int64(clamping: WallClock.milliseconds()))
         }.result
     }
+}
 
+extension Store {
     /// A sequence as SQLite stores it; the format keeps sequences at or below `Int64.max`, and anything
     /// above is an error here rather than a trap.
     static func sequenceValue(_ sequence: UInt64) throws -> DatabaseValue {

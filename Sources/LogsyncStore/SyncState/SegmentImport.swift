@@ -30,7 +30,11 @@ package struct SegmentImport: Sendable {
     }
 }
 
-extension Store {
+extension SyncLedger {
+    /// What a segment from another node must be to be merged here (``ChangeRules``): checked where
+    /// segments are decoded, off the writer's thread.
+    package var changeRules: ChangeRules { store.changeRules }
+
     /// Applies a verified segment from another node, exactly once (``importSegments(from:account:maximumChanges:batching:limits:next:outcome:)``
     /// with one segment).
     package func importSegment(
@@ -73,27 +77,27 @@ extension Store {
         next: (_ cursor: UInt64) throws -> SegmentImport?,
         outcome: (SegmentHeader, ImportOutcome) throws -> Void
     ) throws {
-        guard origin != node else {
+        guard origin != store.node else {
             while let segment = try next(0) { try outcome(segment.header, .alreadyApplied) }
             return
         }
         guard let first = try next(appliedSequence(from: origin)) else { return }
-        var run = ImportRun(origin: origin, batching: batching, handed: first)
+        var run = Store.ImportRun(origin: origin, batching: batching, handed: first)
         while !isCancelled() {
-            let localWriters = (try? localHistoryWaits()) ?? false
+            let localWriters = (try? store.localHistoryWaits()) ?? false
             if localWriters {
                 // Local writers are busy: a checkpoint running alongside the batch would make it, and so
                 // their wait, longer. Let the pages of the last batch be copied first, and copy this one's
                 // before the next (see `Checkpoints`).
-                waitForBackgroundCheckpoints()
+                store.waitForBackgroundCheckpoints()
                 // Folding their writes can be a good part of a batch's work while they keep coming: fold
                 // them in a transaction of their own first, so that a writer waiting for the lock waits
                 // for one of the two, not both. The batch folds whatever is written in between.
-                try foldIntoOutbox(account: account, maximumChanges: maximumChanges, limits: limits)
+                try store.foldIntoOutbox(account: account, maximumChanges: maximumChanges, limits: limits)
             }
-            let end = try syncTransaction(checkpointInBackground: !localWriters) { state, _ in
-                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
-                return try applyBatch(&run, state: &state, next: next)
+            let end = try store.syncTransaction(checkpointInBackground: !localWriters) { state, _ in
+                try store.foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
+                return try store.applyBatch(&run, state: &state, next: next)
             }
             for (header, decided) in run.decided { try outcome(header, decided) }
             run.decided.removeAll()
@@ -101,7 +105,7 @@ extension Store {
             FaultInjection.point("import.between-batches")
             switch end {
             case .writerWaits:
-                letForeignWriterIn()
+                store.letForeignWriterIn()
             case .timeUp:
                 // A writer that cannot announce itself may be polling for the lock: leave it a moment.
                 Pause.microseconds(1_000)
@@ -110,14 +114,17 @@ extension Store {
             }
         }
     }
+}
 
+/// The work of an import inside its sync transactions.
+extension Store {
     /// Why a batch ended.
-    private enum BatchEnd {
+    fileprivate enum BatchEnd {
         case exhausted, full, writerWaits, timeUp
     }
 
     /// The state of an import across its batches.
-    private struct ImportRun {
+    fileprivate struct ImportRun {
         let origin: NodeID
         let batching: ImportBatching
         /// A segment handed over by `next` but not yet looked at: the first one, asked for before the
@@ -138,7 +145,7 @@ extension Store {
     }
 
     /// Inside a sync transaction: applies remote transactions until the batch ends.
-    private func applyBatch(
+    fileprivate func applyBatch(
         _ run: inout ImportRun, state: inout WriterState, next: (_ cursor: UInt64) throws -> SegmentImport?
     ) throws -> BatchEnd {
         let connection = state.connection
@@ -228,7 +235,7 @@ extension Store {
     /// batch at once competes for a core with the writer and the checkpoint thread, and the writer's
     /// longest wait grew from 23 to 38–50 ms without this pause (`logsync-bench stall`). One in another
     /// process polls for SQLite's lock: wait (briefly) until it has written.
-    private func letForeignWriterIn() {
+    fileprivate func letForeignWriterIn() {
         guard !intent.writersOfThisProcess else {
             Pause.microseconds(1_000)
             return

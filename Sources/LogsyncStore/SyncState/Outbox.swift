@@ -2,30 +2,11 @@ import LogsyncCore
 import LogsyncPlatform
 import LogsyncSQLite
 
-private typealias Value = DatabaseValue
-
 /// An encoded segment of this node's history, waiting in the outbox or already published.
 package struct OutboxSegment: Sendable, Hashable {
     package var firstSequence: UInt64
     package var lastSequence: UInt64
     package var bytes: [UInt8]
-}
-
-/// A segment that must not be applied: the same node and sequence with different content.
-package struct QuarantineRecord: Sendable, Hashable {
-    package var node: NodeID
-    package var firstSequence: UInt64
-    package var lastSequence: UInt64
-    package var reason: String
-    package var location: String
-
-    package init(node: NodeID, firstSequence: UInt64, lastSequence: UInt64, reason: String, location: String) {
-        self.node = node
-        self.firstSequence = firstSequence
-        self.lastSequence = lastSequence
-        self.reason = reason
-        self.location = location
-    }
 }
 
 /// Accumulates folded transactions into segments and stores them in the outbox, in the same SQLite
@@ -90,15 +71,15 @@ final class OutboxWriter {
     }
 }
 
-extension Store {
+extension SyncLedger {
     /// Folds all local history not yet exported into segments in the outbox (at most `maximumChanges`
     /// changes per segment, unless one transaction is larger), committed with `synchronous=FULL` so
     /// that a segment is never published for history a power loss could roll back. Returns how many
     /// segments were added.
     package func exportToOutbox(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> Int {
-        try durably {
-            try syncTransaction { state, _ in
-                try foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
+        try store.durably {
+            try store.syncTransaction { state, _ in
+                try store.foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
             }
         }
     }
@@ -106,9 +87,9 @@ extension Store {
     /// Segments in the outbox not yet published, oldest first. Only the outbox after the published mark
     /// is read (see ``markPublished(firstSequence:)``), so the cost does not grow with what was shipped.
     package func unpublishedSegments() throws -> [OutboxSegment] {
-        try reading { connection in
+        try store.reading { connection in
             try connection.rows(
-                "SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE first_seq >= \(Self.publishedMark) AND shipped = 0 ORDER BY first_seq"
+                "SELECT first_seq, last_seq, bytes FROM _ls_outbox WHERE first_seq >= \(Store.publishedMark) AND shipped = 0 ORDER BY first_seq"
             ).compactMap { row in
                 guard case .integer(let first) = row[0], case .integer(let last) = row[1], case .blob(let bytes) = row[2] else { return nil }
                 return OutboxSegment(firstSequence: UInt64(first), lastSequence: UInt64(last), bytes: bytes)
@@ -121,7 +102,7 @@ extension Store {
     /// (``markRetainedUnpublished()``). The published mark (`published_seq` in `_ls_meta`) moves up to it
     /// when nothing before it waits: every outbox segment that starts below the mark is published.
     package func markPublished(firstSequence: UInt64) throws {
-        _ = try perform(marker: Marker()) { tx in
+        _ = try store.perform(marker: Store.Marker()) { tx in
             let first = DatabaseValue.integer(Int64(firstSequence))
             try tx.execute("UPDATE _ls_outbox SET shipped = 1 WHERE first_seq = ?", [first])
             try tx.execute("INSERT OR IGNORE INTO _ls_meta(key, value) VALUES ('published_seq', 0)")
@@ -133,38 +114,15 @@ extension Store {
         }
     }
 
+    /// The last sequence this node has exported.
+    package func exportedSequence() throws -> UInt64 {
+        try store.reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0) }
+    }
+}
+
+extension Store {
     /// Where unpublished outbox segments start at the earliest.
     static let publishedMark = "ifnull((SELECT value FROM _ls_meta WHERE key = 'published_seq'), 0)"
-
-    /// The last sequence applied from `node` (0 when none).
-    package func appliedSequence(from node: NodeID) throws -> UInt64 {
-        try reading { connection in
-            UInt64(try connection.int64("SELECT last_seq FROM _ls_cursor WHERE node = ?", [.text(node.rawValue)]) ?? 0)
-        }
-    }
-
-    /// Every node this store has applied segments from, with the last sequence applied.
-    package func appliedSequences() throws -> [NodeID: UInt64] {
-        try reading { connection in
-            var result: [NodeID: UInt64] = [:]
-            for row in try connection.rows("SELECT node, last_seq FROM _ls_cursor") {
-                if case .text(let node) = row[0], case .integer(let last) = row[1] { result[NodeID(node)] = UInt64(last) }
-            }
-            return result
-        }
-    }
-
-    /// The checksum recorded when the segment starting at `firstSequence` from `node` was applied, with
-    /// its last sequence; nil if no segment starting there was applied.
-    package func appliedSegment(from node: NodeID, firstSequence: UInt64) throws -> (lastSequence: UInt64, checksum: UInt64)? {
-        try reading { connection in
-            guard let row = try connection.rows(
-                "SELECT last_seq, checksum FROM _ls_segment WHERE node = ? AND first_seq = ?", [.text(node.rawValue), .integer(Int64(firstSequence))]).first,
-                case .integer(let last) = row[0], case .integer(let checksum) = row[1]
-            else { return nil }
-            return (UInt64(last), UInt64(bitPattern: checksum))
-        }
-    }
 
     /// Folds local history not yet exported into segments in the outbox, in a sync transaction of its own.
     func foldIntoOutbox(account: String, maximumChanges: Int, limits: SegmentLimits) throws {
@@ -184,31 +142,5 @@ extension Store {
         _ = try foldAll(&state, emit: outbox.append)
         try outbox.flush()
         return outbox.segments
-    }
-
-    /// Records a divergent segment so it is reported, never applied. Recording the same one twice is a no-op.
-    package func quarantine(_ record: QuarantineRecord) throws {
-        _ = try perform(marker: Marker()) { tx in
-            try tx.execute(
-                "INSERT OR IGNORE INTO _ls_quarantine(node, first_seq, last_seq, reason, location, at) VALUES (?, ?, ?, ?, ?, ?)",
-                [.text(record.node.rawValue), .integer(Int64(record.firstSequence)), .integer(Int64(record.lastSequence)),
-                 .text(record.reason), .text(record.location), .integer(Int64(WallClock.milliseconds()))])
-        }
-    }
-
-    package func quarantined() throws -> [QuarantineRecord] {
-        try reading { connection in
-            try connection.rows("SELECT node, first_seq, last_seq, reason, location FROM _ls_quarantine ORDER BY id").compactMap { row in
-                guard case .text(let node) = row[0], case .integer(let first) = row[1], case .integer(let last) = row[2],
-                    case .text(let reason) = row[3], case .text(let location) = row[4]
-                else { return nil }
-                return QuarantineRecord(node: NodeID(node), firstSequence: UInt64(first), lastSequence: UInt64(last), reason: reason, location: location)
-            }
-        }
-    }
-
-    /// The last sequence this node has exported.
-    package func exportedSequence() throws -> UInt64 {
-        try reading { UInt64(try $0.int64("SELECT value FROM _ls_meta WHERE key = 'export_seq'") ?? 0) }
     }
 }
