@@ -40,12 +40,6 @@ extension Store {
         }
     }
 
-    /// Why the store was closed to writes (the note given to ``closeToWrites(note:)``), nil when it is open.
-    package func retirement() throws -> String? {
-        guard case .text(let note)? = try reading({ try $0.scalar("SELECT value FROM _ls_meta WHERE key = 'retired'") }) else { return nil }
-        return note
-    }
-
     /// Opens a store closed to writes again: for the copy of a retired store that a logout keeps as the
     /// local store, which the app goes on writing.
     package func reopenToWrites() throws {
