@@ -142,6 +142,18 @@ import Testing
         #expect(codes.count == RelayErrorCode.all.count)
     }
 
+    /// Both ends link the module: it brings neither an HTTP library (Hummingbird, libcurl) nor storage.
+    @Test func theModuleImportsOnlyFoundation() throws {
+        let folder = Products.packageRoot + "/Sources/LogsyncRelayProtocol"
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".swift") }
+        #expect(!files.isEmpty)
+        for file in files {
+            let text = try String(contentsOfFile: folder + "/" + file, encoding: .utf8)
+            let imports = text.split(separator: "\n").filter { $0.hasPrefix("import ") || $0.contains(" import ") }
+            #expect(imports.allSatisfy { $0.hasSuffix("import Foundation") }, "\(file) imports \(imports)")
+        }
+    }
+
     /// The relay writes a push's answer by hand, and reads a push's path by hand: both as the module says.
     @Test func theRelaysHandWrittenPartsAreTheModules() throws {
         for (stored, arrival) in [(true, UInt64(1)), (false, UInt64.max)] {
