@@ -19,6 +19,7 @@
 //   LogsyncSystemd    readiness, status and watchdog notifications; a journald log handler
 //   CCurl             the one place that crosses into libcurl (system library + typed setopt wrappers)
 //   LogsyncHTTP       CurlSession: the one Swift type holding a libcurl handle, for every HTTP client
+//   LogsyncRelayProtocol   the relay's wire protocol: routes, headers, answer types, error codes, for the relay and its client
 //   LogsyncRelayTransport  the relay client: a Transport over HTTP to a sync-relay, through libcurl
 //   LogsyncSyncthing  Syncthing's REST API: asks it to scan this node's folder after each publish
 //   LogsyncControl    what clients of syncd need: its configuration, the control protocol and client
@@ -73,12 +74,16 @@ let package = Package(
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .target(name: "LogsyncHTTP", dependencies: ["CCurl", "LogsyncTransport"]),
-        .target(name: "LogsyncRelayTransport", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncStatus", "LogsyncTransport"]),
+        // The relay's wire protocol, shared by the relay and its client: no HTTP library, no storage.
+        .target(name: "LogsyncRelayProtocol"),
+        .target(
+            name: "LogsyncRelayTransport",
+            dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncRelayProtocol", "LogsyncStatus", "LogsyncTransport"]),
         .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncStatus", "LogsyncTransport"]),
         .target(
             name: "LogsyncRelay",
             dependencies: [
-                "LogsyncCore", "LogsyncPlatform", "LogsyncSQLite", "LogsyncTransport",
+                "LogsyncCore", "LogsyncPlatform", "LogsyncRelayProtocol", "LogsyncSQLite", "LogsyncTransport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -89,7 +94,7 @@ let package = Package(
         .target(
             name: "LogsyncRelayPostgres",
             dependencies: [
-                "LogsyncCore", "LogsyncPlatform", "LogsyncRelay", "LogsyncSQLite",
+                "LogsyncCore", "LogsyncPlatform", "LogsyncRelay", "LogsyncRelayProtocol", "LogsyncSQLite",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -99,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "sync-relay",
             dependencies: [
-                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncSystemd",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncSystemd",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -173,7 +178,7 @@ let package = Package(
         .testTarget(
             name: "LogsyncRelayTests",
             dependencies: [
-                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
                 "LogsyncTestKit", "LogsyncTransport", .product(name: "Logging", package: "swift-log"),
             ]),
     ],

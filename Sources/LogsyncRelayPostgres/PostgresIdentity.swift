@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import LogsyncRelay
+import LogsyncRelayProtocol
 import PostgresNIO
 
 /// The relay's identity and epoch in PostgreSQL (docs/relay-protocol.md, "Identity and epoch"). Relays

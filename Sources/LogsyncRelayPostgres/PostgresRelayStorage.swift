@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import LogsyncCore
 import LogsyncRelay
+import LogsyncRelayProtocol
 import NIOCore
 import PostgresNIO
 import Synchronization

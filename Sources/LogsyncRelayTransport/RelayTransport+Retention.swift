@@ -1,6 +1,7 @@
 import Foundation
 import LogsyncCore
 import LogsyncHTTP
+import LogsyncRelayProtocol
 import LogsyncTransport
 
 /// Bounded growth through the relay (docs/relay-protocol.md, "Progress records, baselines and pruning"):
@@ -19,16 +20,17 @@ extension RelayTransport {
 
     public func publishProgress(_ bytes: [UInt8]) throws(TransportError) {
         let response = try send(
-            "PUT", "\(accountURL)/nodes/\(node)/progress", body: bytes, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
-        guard (200..<300).contains(response.status) else { throw refusal(response, doing: "publishing this node's progress record") }
+            .putProgress, url(RelayRequestPath.progress(account: settings.account, node: node.rawValue)), body: bytes, session: requests,
+            timeoutMilliseconds: settings.requestTimeoutMilliseconds)
+        guard RelayStatus.isSuccess(response.status) else { throw refusal(response, doing: "publishing this node's progress record") }
     }
 
     public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
         let response = try send(
-            "GET", "\(accountURL)/progress", session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds,
-            maximumResponseBytes: Self.maximumListingBytes)
-        guard response.status == 200 else { throw Self.error(for: response, doing: "reading progress records") }
-        guard let answer = try? JSONDecoder().decode(ProgressListing.self, from: Data(response.body)) else {
+            .progress, url(RelayRequestPath.progress(account: settings.account)), session: requests,
+            timeoutMilliseconds: settings.requestTimeoutMilliseconds, maximumResponseBytes: Self.maximumListingBytes)
+        guard RelayRoute.progress.successes.contains(response.status) else { throw Self.error(for: response, doing: "reading progress records") }
+        guard let answer = ProgressAnswer.decoded(response.body) else {
             throw TransportError(.refused, "the relay's list of progress records is not the JSON this node expects (a relay of another version?)")
         }
         var records: [NodeID: [UInt8]] = [:]
@@ -56,17 +58,17 @@ extension RelayTransport {
             throw TransportError(.io, "cannot write baseline \(name): \(error)")
         }
         let response = try send(
-            "PUT", "\(accountURL)/nodes/\(name.node)/baselines/\(name.fileName)", body: bytes, session: requests,
+            .putBaseline, baselineURL(name), body: bytes, session: requests,
             timeoutMilliseconds: settings.requestTimeoutMilliseconds, stallSeconds: stallSeconds)
-        guard response.status == 200 || response.status == 201 else { throw refusal(response, doing: "publishing baseline \(name)") }
+        guard RelayRoute.putBaseline.successes.contains(response.status) else { throw refusal(response, doing: "publishing baseline \(name)") }
     }
 
     public func baselines() throws(TransportError) -> [BaselineName] {
         let response = try send(
-            "GET", "\(accountURL)/baselines", session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds,
-            maximumResponseBytes: Self.maximumListingBytes)
-        guard response.status == 200 else { throw Self.error(for: response, doing: "listing baselines") }
-        guard let answer = try? JSONDecoder().decode(BaselineListing.self, from: Data(response.body)) else {
+            .baselines, url(RelayRequestPath.baselines(account: settings.account)), session: requests,
+            timeoutMilliseconds: settings.requestTimeoutMilliseconds, maximumResponseBytes: Self.maximumListingBytes)
+        guard RelayRoute.baselines.successes.contains(response.status) else { throw Self.error(for: response, doing: "listing baselines") }
+        guard let answer = BaselinesAnswer.decoded(response.body) else {
             throw TransportError(.refused, "the relay's list of baselines is not the JSON this node expects (a relay of another version?)")
         }
         return answer.baselines.compactMap { entry in
@@ -76,7 +78,6 @@ extension RelayTransport {
     }
 
     public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
-        let url = "\(accountURL)/nodes/\(name.node)/baselines/\(name.fileName)"
         var handedOut = false
         let response = try withoutActuallyEscaping(consume) { (consume) throws(TransportError) -> CurlSession.Response in
             let stream = CurlSession.Stream(chunkBytes: Self.baselineChunkBytes, maximumBytes: maximumBytes) { chunk in
@@ -85,18 +86,20 @@ extension RelayTransport {
             }
             // Retried only until a first chunk was handed to the reader: it cannot take bytes twice.
             return try send(
-                "GET", url, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds, stallSeconds: stallSeconds, stream: stream,
+                .getBaseline, baselineURL(name), session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds,
+                stallSeconds: stallSeconds, stream: stream,
                 retryable: { !handedOut })
         }
-        guard response.status == 200 else { throw Self.error(for: response, doing: "reading baseline \(name)") }
+        guard RelayRoute.getBaseline.successes.contains(response.status) else { throw Self.error(for: response, doing: "reading baseline \(name)") }
     }
 
     public func remove(_ name: SegmentName) throws(TransportError) {
         try requireOwn(name.node, "delete segment \(name.fileName) of")
-        let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
-        let response = try send("DELETE", url, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
+        let response = try send(.deleteSegment, segmentURL(name), session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
         // 404: gone already, which is what was asked.
-        guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal(response, doing: "deleting segment \(name)") }
+        guard RelayStatus.isSuccess(response.status) || response.status == RelayErrorCode.notFound.status else {
+            throw refusal(response, doing: "deleting segment \(name)")
+        }
         state.withLock { state in
             state.index[name.node]?.removeAll { $0 == name }
             if let bytes = state.cached.removeValue(forKey: name) { state.cachedBytes -= bytes.count }
@@ -105,9 +108,14 @@ extension RelayTransport {
 
     public func remove(_ name: BaselineName) throws(TransportError) {
         try requireOwn(name.node, "delete baseline \(name.fileName) of")
-        let url = "\(accountURL)/nodes/\(name.node)/baselines/\(name.fileName)"
-        let response = try send("DELETE", url, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
-        guard (200..<300).contains(response.status) || response.status == 404 else { throw refusal(response, doing: "deleting baseline \(name)") }
+        let response = try send(.deleteBaseline, baselineURL(name), session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
+        guard RelayStatus.isSuccess(response.status) || response.status == RelayErrorCode.notFound.status else {
+            throw refusal(response, doing: "deleting baseline \(name)")
+        }
+    }
+
+    private func baselineURL(_ name: BaselineName) -> String {
+        url(RelayRequestPath.baseline(account: settings.account, node: name.node.rawValue, name: name.fileName))
     }
 
     /// A node writes and deletes only its own files, through a relay as in a shared folder.
@@ -116,25 +124,4 @@ extension RelayTransport {
             throw TransportError(.forbidden, "refused to \(what) node \(owner): a node only writes and deletes its own files")
         }
     }
-}
-
-/// The relay's answer listing progress records (docs/relay-protocol.md).
-struct ProgressListing: Decodable {
-    struct Entry: Decodable {
-        var node: String
-        var data: String
-    }
-
-    var records: [Entry]
-}
-
-/// The relay's answer listing baselines.
-struct BaselineListing: Decodable {
-    struct Entry: Decodable {
-        var node: String
-        var name: String
-        var size: Int64
-    }
-
-    var baselines: [Entry]
 }

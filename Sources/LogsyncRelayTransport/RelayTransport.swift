@@ -2,6 +2,7 @@ import Foundation
 import LogsyncCore
 import LogsyncHTTP
 import LogsyncPlatform
+import LogsyncRelayProtocol
 import LogsyncTransport
 import Synchronization
 import LogsyncStatus
@@ -80,8 +81,8 @@ public final class RelayTransport: Transport, Sendable {
     }
 
     private static func headers(token: String) -> (plain: [String], body: [String]) {
-        let authorization = "Authorization: Bearer \(token)"
-        return ([authorization], [authorization, "Content-Type: application/octet-stream"])
+        let authorization = RelayHeader.authorizationLine(token: token)
+        return ([authorization], [authorization, "\(RelayHeader.contentType): \(RelayHeader.octetStream)"])
     }
 
     /// Sends `token` from the next request on (a token rotated in its file, then a reload); returns
@@ -101,14 +102,19 @@ public final class RelayTransport: Transport, Sendable {
     /// What the node last heard from the relay.
     public var lastContact: RelayContact { contact.withLock { $0 } }
 
-    var accountURL: String { "\(settings.url)/v1/accounts/\(settings.account)" }
+    /// The URL of a request path (``RelayRequestPath``).
+    func url(_ path: String) -> String { settings.url + path }
+
+    /// The URL of one of the account's segments.
+    func segmentURL(_ name: SegmentName) -> String {
+        url(RelayRequestPath.segment(account: settings.account, node: name.node.rawValue, first: name.firstSequence, last: name.lastSequence))
+    }
 
     // MARK: Transport
 
     public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
-        let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
-        let response = try send("PUT", url, body: bytes, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
-        guard response.status == 200 || response.status == 201 else { throw refusal(response, doing: "pushing segment \(name)") }
+        let response = try send(.push, segmentURL(name), body: bytes, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds)
+        guard RelayRoute.push.successes.contains(response.status) else { throw refusal(response, doing: "pushing segment \(name)") }
     }
 
     /// The error for a refused write, which `syncctl status` shows as the last refusal.
@@ -145,10 +151,10 @@ public final class RelayTransport: Transport, Sendable {
         }) {
             return bytes
         }
-        let url = "\(accountURL)/nodes/\(name.node)/segments/\(name.firstSequence)-\(name.lastSequence)"
         let response = try send(
-            "GET", url, session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds, maximumResponseBytes: maximumBytes + 1)
-        guard response.status == 200 else { throw Self.error(for: response, doing: "reading segment \(name)") }
+            .fetch, segmentURL(name), session: requests, timeoutMilliseconds: settings.requestTimeoutMilliseconds,
+            maximumResponseBytes: maximumBytes + 1)
+        guard RelayRoute.fetch.successes.contains(response.status) else { throw Self.error(for: response, doing: "reading segment \(name)") }
         guard response.body.count <= maximumBytes else {
             throw TransportError(.tooLarge, "segment \(name) is \(response.body.count) bytes; at most \(maximumBytes) are read")
         }
@@ -233,14 +239,14 @@ public final class RelayTransport: Transport, Sendable {
     /// arrival below the cursor) resets the cursor to 0 and counts as received: the next pull starts over.
     private func pull(session: CurlSession, waitSeconds: Int) throws(TransportError) -> (received: Bool, foreign: Bool) {
         let (cursor, resets) = state.withLock { ($0.cursor, $0.resets) }
-        let url = "\(accountURL)/segments?after=\(cursor)&wait=\(waitSeconds)"
+        let url = url(RelayRequestPath.pull(account: settings.account, after: cursor, wait: waitSeconds))
         // Base64 in JSON: 4/3 of the bytes, plus room for the page's metadata.
         let answerLimit = settings.maximumSegmentBytes * 4 / 3 + (16 << 20)
         let response = try send(
-            "GET", url, session: session, timeoutMilliseconds: settings.requestTimeoutMilliseconds + waitSeconds * 1000,
+            .pull, url, session: session, timeoutMilliseconds: settings.requestTimeoutMilliseconds + waitSeconds * 1000,
             maximumResponseBytes: answerLimit)
-        guard response.status == 200 else { throw Self.error(for: response, doing: "pulling segments") }
-        guard let page = try? JSONDecoder().decode(PullPage.self, from: Data(response.body)) else {
+        guard RelayRoute.pull.successes.contains(response.status) else { throw Self.error(for: response, doing: "pulling segments") }
+        guard let page = PullAnswer.decoded(response.body) else {
             throw TransportError(.refused, "the relay's answer to a pull is not the JSON this node expects (a relay of another version?)")
         }
         var segments: [(SegmentName, [UInt8])] = []
@@ -294,11 +300,11 @@ public final class RelayTransport: Transport, Sendable {
         return pulled
     }
 
-    /// Sends a request, retrying network failures and 5xx answers with jittered exponential backoff up to
-    /// ``RelayClientSettings/attempts`` times while `retryable` says so (not once a streamed answer has
-    /// been handed out in part); any other answer is returned as it is.
+    /// Sends a request of `route` to `url`, retrying network failures and 5xx answers with jittered
+    /// exponential backoff up to ``RelayClientSettings/attempts`` times while `retryable` says so (not
+    /// once a streamed answer has been handed out in part); any other answer is returned as it is.
     func send(
-        _ method: String, _ url: String, body: [UInt8]? = nil, session: CurlSession, timeoutMilliseconds: Int,
+        _ route: RelayRoute, _ url: String, body: [UInt8]? = nil, session: CurlSession, timeoutMilliseconds: Int,
         maximumResponseBytes: Int = 1 << 20, stallSeconds: Int? = nil, stream: CurlSession.Stream? = nil, retryable: () -> Bool = { true }
     ) throws(TransportError) -> CurlSession.Response {
         var backoff = Backoff(initialMilliseconds: 50, maximumMilliseconds: 2_000)
@@ -307,7 +313,7 @@ public final class RelayTransport: Transport, Sendable {
             attempt += 1
             do {
                 let response = try session.perform(
-                    method: method, url: url, headers: headers.withLock { body == nil ? $0.plain : $0.body },
+                    method: route.method.rawValue, url: url, headers: headers.withLock { body == nil ? $0.plain : $0.body },
                     body: body, timeoutMilliseconds: timeoutMilliseconds, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                     maximumResponseBytes: maximumResponseBytes, stallSeconds: stallSeconds, stream: stream)
                 record(response)
@@ -328,7 +334,7 @@ public final class RelayTransport: Transport, Sendable {
 
     private func record(_ response: CurlSession.Response) {
         var answer = "\(response.status)"
-        if response.status >= 400, let body = try? JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body)) {
+        if response.status >= 400, let body = ErrorAnswer.decoded(response.body) {
             answer += " \(body.code): \(body.message)"
         }
         contact.withLock { $0.lastAnswer = answer; $0.lastAnswerAt = Int64(Date().timeIntervalSince1970 * 1000) }
@@ -336,16 +342,16 @@ public final class RelayTransport: Transport, Sendable {
 
     /// The error for a refusal, by status: the ones that retrying cannot fix are marked permanent.
     static func error(for response: CurlSession.Response, doing what: String) -> TransportError {
-        let body = try? JSONDecoder().decode(ErrorAnswer.self, from: Data(response.body))
+        let body = ErrorAnswer.decoded(response.body)
         let detail = body.map { "\($0.code): \($0.message)" } ?? "no explanation"
         let code: TransportError.Code
         switch response.status {
-        case 401: code = .unauthorized
-        case 403: code = .forbidden
-        case 404: code = .notFound
-        case 409: code = .conflict
-        case 413: code = .tooLarge
-        case 507: code = .quotaExceeded
+        case RelayErrorCode.unauthorized.status: code = .unauthorized
+        case RelayErrorCode.forbidden.status: code = .forbidden
+        case RelayErrorCode.notFound.status: code = .notFound
+        case RelayErrorCode.conflict.status: code = .conflict
+        case RelayErrorCode.tooLarge.status: code = .tooLarge
+        case RelayErrorCode.quotaExceeded.status: code = .quotaExceeded
         case 400..<500: code = .refused
         default: code = .io
         }
@@ -372,32 +378,4 @@ struct Backoff {
     }
 
     mutating func reset() { current = initialMilliseconds }
-}
-
-/// The relay's pull answer (docs/relay-protocol.md).
-struct PullPage: Decodable {
-    struct Segment: Decodable {
-        var arrival: UInt64
-        var node: String
-        var first: UInt64
-        var last: UInt64
-        var data: String
-    }
-
-    struct Identity: Decodable {
-        var id: String
-        var epoch: UInt64
-    }
-
-    var cursor: UInt64
-    var more: Bool
-    var segments: [Segment]
-    /// Absent from relays older than identities and epochs.
-    var relay: Identity?
-    var latest: UInt64?
-}
-
-struct ErrorAnswer: Decodable {
-    var code: String
-    var message: String
 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import LogsyncPlatform
 import LogsyncRelay
+import LogsyncRelayProtocol
 import LogsyncRelayPostgres
 
 /// The storage a command opened, whichever backend `[storage] backend` chose.

@@ -1,4 +1,5 @@
 import Hummingbird
+import LogsyncRelayProtocol
 
 /// The relay's responder: the push route, matched before the router, then the router. `PUT
 /// /v1/accounts/{account}/nodes/{node}/segments/{range}` is most of a relay's requests, and resolving it
@@ -14,11 +15,11 @@ struct PushRoute: HTTPResponder {
     let middleware: RelayMiddleware
     let router: RouterResponder<RelayRequestContext>
 
-    /// The route as the router names it.
-    static let endpoint = "/v1/accounts/{account}/nodes/{node}/segments/{range}"
+    /// The route as the router names it: its template.
+    static let endpoint = RelayRoute.push.path.template
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        guard request.method == .put, let path = Self.path(request.uri.path) else {
+        guard request.method == RelayAPI.method(RelayRoute.push.method), let path = Self.path(request.uri.path) else {
             return try await router.respond(to: request, context: context)
         }
         context.coreContext.endpointPath.value = Self.endpoint

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import LogsyncCore
+import LogsyncRelayProtocol
 import LogsyncTransport
 import NIOCore
 
@@ -12,19 +13,9 @@ extension RelayAPI {
     /// Baselines are stored and sent in chunks of this size: an upload or a download holds one in memory.
     static let baselineChunkBytes = 1 << 20
 
-    func registerRetention(on router: Router<RelayRequestContext>) {
-        router.put("/v1/accounts/:account/nodes/:node/progress") { [self] request, context in try await putProgress(request, context) }
-        router.get("/v1/accounts/:account/progress") { [self] request, context in try await progress(request, context) }
-        router.get("/v1/accounts/:account/baselines") { [self] request, context in try await listBaselines(request, context) }
-        router.put("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await putBaseline(request, context) }
-        router.get("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await getBaseline(request, context) }
-        router.delete("/v1/accounts/:account/nodes/:node/baselines/:name") { [self] request, context in try await deleteBaseline(request, context) }
-        router.delete("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in try await deleteSegment(request, context) }
-    }
-
     // MARK: Progress records
 
-    private func putProgress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func putProgress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         try await authorize(request, account: account, writingAs: node, "publish progress records")
@@ -45,15 +36,15 @@ extension RelayAPI {
         }
         try await storage.putProgress(ProgressPut(account: account, node: node, bytes: bytes, defaultQuotaBytes: settings.defaultQuotaBytes))
         metrics.add("relay_progress_records_total")
-        return Response(status: .noContent)
+        return Response(status: Self.status(RelayStatus.done))
     }
 
-    private func progress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func progress(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         try await authorize(request, account: account)
         let records = try await storage.progressRecords(account: account)
         return Self.json(
-            ProgressAnswer(records: records.map { ProgressEntry(node: $0.node.rawValue, size: $0.bytes.count, data: Data($0.bytes).base64EncodedString()) }))
+            ProgressAnswer(records: records.map { ProgressAnswer.Record(node: $0.node.rawValue, size: $0.bytes.count, data: Data($0.bytes).base64EncodedString()) }))
     }
 
     // MARK: Baselines
@@ -67,16 +58,16 @@ extension RelayAPI {
         return name
     }
 
-    private func listBaselines(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func listBaselines(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         try await authorize(request, account: account)
         let stored = try await storage.baselines(account: account)
-        return Self.json(BaselinesAnswer(baselines: stored.map { BaselineEntry(node: $0.node.rawValue, name: $0.name, size: $0.size) }))
+        return Self.json(BaselinesAnswer(baselines: stored.map { BaselinesAnswer.Baseline(node: $0.node.rawValue, name: $0.name, size: $0.size) }))
     }
 
     /// Streams the body into storage chunk by chunk, then stores the baseline under its name in one
     /// transaction: durable when answered, and nothing of it visible before.
-    private func putBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func putBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -108,7 +99,7 @@ extension RelayAPI {
                     defaultQuotaBytes: settings.defaultQuotaBytes))
             metrics.add("relay_baselines_total{outcome=\"\(stored ? "stored" : "duplicate")\"}")
             if stored { metrics.add("relay_baseline_bytes_total", Double(length)) }
-            return Self.json(BaselineStored(stored: stored, size: Int64(length)), status: stored ? .created : .ok)
+            return Self.json(BaselineStored(stored: stored, size: Int64(length)), status: stored ? RelayStatus.stored : RelayStatus.unchanged)
         } catch {
             await storage.abandonBaseline(upload: upload)
             throw error
@@ -133,7 +124,7 @@ extension RelayAPI {
         if let refusal { throw refusal }
     }
 
-    private func getBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func getBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -142,7 +133,7 @@ extension RelayAPI {
             throw RelayError(.notFound, "the relay has no baseline \(name) in this account")
         }
         var headers = HTTPFields()
-        headers[.contentType] = "application/octet-stream"
+        headers[.contentType] = RelayHeader.octetStream
         // One chunk at a time from the database; a baseline deleted meanwhile ends the answer short (the
         // connection is closed), which the client sees as a failed transfer.
         let storage = self.storage
@@ -158,7 +149,7 @@ extension RelayAPI {
         return Response(status: .ok, headers: headers, body: body)
     }
 
-    private func deleteBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func deleteBaseline(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let name = try baselineParameter(context, node: node)
@@ -166,14 +157,14 @@ extension RelayAPI {
         if try await storage.deleteBaseline(account: account, node: node, name: name.fileName) {
             metrics.add("relay_deleted_baselines_total")
         }
-        return Response(status: .noContent)
+        return Response(status: Self.status(RelayStatus.done))
     }
 
     // MARK: Pruning
 
     /// Deletes one of a node's segments. The other segments keep their arrivals, so every puller's
     /// cursor stays valid: a puller not yet past the deleted one simply does not get it.
-    private func deleteSegment(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    func deleteSegment(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let node = try nodeParameter(context)
         let (first, last) = try rangeParameter(context)
@@ -182,7 +173,7 @@ extension RelayAPI {
             board.noteDeletion()
             metrics.add("relay_deleted_segments_total")
         }
-        return Response(status: .noContent)
+        return Response(status: Self.status(RelayStatus.done))
     }
 }
 
@@ -200,32 +191,4 @@ private final class UploadProgress: @unchecked Sendable {
     }
 
     func finish() -> (chunks: Int, digest: [UInt8]) { (count, Array(hasher.finalize())) }
-}
-
-struct ProgressEntry: Codable {
-    var node: String
-    var size: Int
-    /// The record's bytes, base64.
-    var data: String
-}
-
-struct ProgressAnswer: Codable {
-    var records: [ProgressEntry]
-}
-
-struct BaselineEntry: Codable {
-    var node: String
-    /// `COUNT-DIGEST.lsbase`.
-    var name: String
-    var size: Int64
-}
-
-struct BaselinesAnswer: Codable {
-    var baselines: [BaselineEntry]
-}
-
-struct BaselineStored: Codable {
-    /// false: the same bytes were stored under this name before.
-    var stored: Bool
-    var size: Int64
 }

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import LogsyncCore
+import LogsyncRelayProtocol
 import NIOCore
 import Synchronization
 
@@ -48,55 +49,81 @@ final class RelayAPI: Sendable {
         self.logger = logger
     }
 
+    /// Registers every route of ``RelayRoute`` (the protocol's one list), and a 405 for the other methods
+    /// on its paths.
     func register(on router: Router<RelayRequestContext>) {
-        router.get("/v1/health") { [self] _, _ in Self.json(HealthAnswer(status: "ok", relay: storage.identity)) }
-        router.get("/v1/ready") { [self] _, _ in
-            guard await storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
-            return Self.json(["status": "ready"])
+        for route in RelayRoute.allCases {
+            router.on(RouterPath(route.path.template), method: Self.method(route.method)) { [self] request, context in
+                try await respond(route, request, context)
+            }
         }
-        router.get("/metrics") { [self] _, _ in
-            var headers = HTTPFields()
-            headers[.contentType] = "text/plain; version=0.0.4"
-            let storageGauges = await (storage as? any StorageGauges)?.gauges() ?? []
-            let text = metrics.text(gauges: [
-                ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
-                ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
-                ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
-                ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
-            ] + storageGauges)
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
-        }
-        router.put("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
-            try await push(
-                request, context, account: context.parameters.get("account") ?? "", node: context.parameters.get("node") ?? "",
-                range: context.parameters.get("range") ?? "")
-        }
-        router.get("/v1/accounts/:account/nodes/:node/segments/:range") { [self] request, context in
-            try await fetch(request, context)
-        }
-        router.get("/v1/accounts/:account/segments") { [self] request, context in
-            try await pull(request, context)
-        }
-        router.get("/v1/accounts/:account/nodes") { [self] request, context in
-            try await nodes(request, context)
-        }
-        registerRetention(on: router)
         // Other methods on these paths: 405 with the methods that are allowed, rather than 404.
-        let routes: [(path: String, allowed: [HTTPRequest.Method])] = [
-            ("/v1/health", [.get]), ("/v1/ready", [.get]), ("/metrics", [.get]), ("/v1/accounts/:account/segments", [.get]),
-            ("/v1/accounts/:account/nodes", [.get]), ("/v1/accounts/:account/nodes/:node/segments/:range", [.get, .put, .delete]),
-            ("/v1/accounts/:account/progress", [.get]), ("/v1/accounts/:account/nodes/:node/progress", [.put]),
-            ("/v1/accounts/:account/baselines", [.get]), ("/v1/accounts/:account/nodes/:node/baselines/:name", [.get, .put, .delete]),
-        ]
         let methods: [HTTPRequest.Method] = [.get, .put, .post, .delete, .patch, .options, .trace] + [HTTPRequest.Method("QUERY")].compactMap { $0 }
-        for route in routes {
-            let allowed = route.allowed.map(\.rawValue).joined(separator: ", ")
-            for method in methods where !route.allowed.contains(method) {
-                router.on(RouterPath(route.path), method: method) { _, _ -> Response in
-                    throw RelayError(.methodNotAllowed, "this route answers \(allowed) only", allow: allowed)
+        for path in RelayPath.allCases {
+            let allowed = path.methods.map(Self.method)
+            let allow = allowed.map(\.rawValue).joined(separator: ", ")
+            for method in methods where !allowed.contains(method) {
+                router.on(RouterPath(path.template), method: method) { _, _ -> Response in
+                    throw RelayError(.methodNotAllowed, "this route answers \(allow) only", allow: allow)
                 }
             }
         }
+    }
+
+    /// A success's status (``RelayStatus``), with its reason phrase.
+    static func status(_ code: Int) -> HTTPResponse.Status {
+        switch code {
+        case 200: .ok
+        case 201: .created
+        case 204: .noContent
+        default: HTTPResponse.Status(code: code)
+        }
+    }
+
+    static func method(_ method: RelayMethod) -> HTTPRequest.Method {
+        switch method {
+        case .get: .get
+        case .put: .put
+        case .delete: .delete
+        }
+    }
+
+    /// Answers a request the router matched to `route`.
+    private func respond(_ route: RelayRoute, _ request: Request, _ context: RelayRequestContext) async throws -> Response {
+        switch route {
+        case .health: return Self.json(HealthAnswer(relay: storage.identity))
+        case .ready:
+            guard await storage.isReady() else { throw RelayError(.unavailable, "the relay's storage is not ready", retryAfter: 5) }
+            return Self.json(StatusAnswer(status: "ready"))
+        case .metrics: return await metricsText()
+        case .push:
+            return try await push(
+                request, context, account: context.parameters.get("account") ?? "", node: context.parameters.get("node") ?? "",
+                range: context.parameters.get("range") ?? "")
+        case .fetch: return try await fetch(request, context)
+        case .pull: return try await pull(request, context)
+        case .nodes: return try await nodes(request, context)
+        case .putProgress: return try await putProgress(request, context)
+        case .progress: return try await progress(request, context)
+        case .baselines: return try await listBaselines(request, context)
+        case .putBaseline: return try await putBaseline(request, context)
+        case .getBaseline: return try await getBaseline(request, context)
+        case .deleteBaseline: return try await deleteBaseline(request, context)
+        case .deleteSegment: return try await deleteSegment(request, context)
+        }
+    }
+
+    private func metricsText() async -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = RelayHeader.metricsText
+        let storageGauges = await (storage as? any StorageGauges)?.gauges() ?? []
+        let text = metrics.text(gauges: [
+            ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
+            ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
+            ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
+            ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
+        ] + storageGauges)
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     // MARK: Routes
@@ -136,14 +163,20 @@ final class RelayAPI: Sendable {
         }
     }
 
-    /// A push's answer, `{"arrival":N,"stored":B}`: the bytes ``json(_:status:)`` makes of a
-    /// ``PushAnswer``, written directly (the encoder cost a push more than its CRC and SHA-256).
+    /// A push's answer, `{"arrival":N,"stored":B}`: the bytes ``PushAnswer/encoded()`` makes, written
+    /// directly (the encoder cost a push more than its CRC and SHA-256; `RelayProtocolDocumentTests`
+    /// compares the two).
     static func pushAnswer(stored: Bool, arrival: UInt64) -> Response {
-        let text = stored ? "{\"arrival\":\(arrival),\"stored\":true}" : "{\"arrival\":\(arrival),\"stored\":false}"
-        return Response(status: stored ? .created : .ok, headers: jsonHeaders, body: .init(byteBuffer: ByteBuffer(string: text)))
+        Response(
+            status: status(stored ? RelayStatus.stored : RelayStatus.unchanged), headers: jsonHeaders,
+            body: .init(byteBuffer: ByteBuffer(string: pushAnswerText(stored: stored, arrival: arrival))))
     }
 
-    static let jsonHeaders: HTTPFields = [.contentType: "application/json"]
+    static func pushAnswerText(stored: Bool, arrival: UInt64) -> String {
+        stored ? "{\"arrival\":\(arrival),\"stored\":true}" : "{\"arrival\":\(arrival),\"stored\":false}"
+    }
+
+    static let jsonHeaders: HTTPFields = [.contentType: RelayHeader.json]
 
     /// A body of `length` bytes (checked against its limit already), whole: it must arrive within
     /// `request_timeout_s`.
@@ -212,16 +245,16 @@ final class RelayAPI: Sendable {
             throw RelayError(.notFound, "the relay has no segment \(node)/\(first)-\(last) in this account")
         }
         var headers = HTTPFields()
-        headers[.contentType] = "application/octet-stream"
+        headers[.contentType] = RelayHeader.octetStream
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     private func pull(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
         let account = try accountParameter(context)
         let query = request.uri.queryParameters
-        let after = try Self.integer(query, "after", default: 0, range: 0...UInt64(Int64.max))
-        let limit = Int(try Self.integer(query, "limit", default: UInt64(settings.maximumPullSegments), range: 1...1_000_000))
-        let wait = Int(try Self.integer(query, "wait", default: 0, range: 0...3_600))
+        let after = try Self.integer(query, RelayQuery.after, default: 0, range: RelayQuery.afterRange)
+        let limit = Int(try Self.integer(query, RelayQuery.limit, default: UInt64(settings.maximumPullSegments), range: RelayQuery.limitRange))
+        let wait = Int(try Self.integer(query, RelayQuery.wait, default: 0, range: RelayQuery.waitRange))
         _ = try await authorize(request, account: account)
         let pageLimit = min(limit, settings.maximumPullSegments)
         var answer = try await encodedPage(account: account, after: after, limit: pageLimit)
@@ -233,8 +266,6 @@ final class RelayAPI: Sendable {
                 answer = try await encodedPage(account: account, after: after, limit: pageLimit)
             }
         }
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
         guard let answer else {
             // Nothing after the cursor: the latest arrival lets a node tell a relay that went backwards
             // (a cursor past it) from one where nothing happened.
@@ -242,7 +273,7 @@ final class RelayAPI: Sendable {
                 PullAnswer(cursor: after, more: false, segments: [], relay: storage.identity, latest: try await storage.latestArrival(account: account)))
         }
         metrics.add("relay_pulled_segments_total", Double(answer.count))
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: answer.body))
+        return Response(status: .ok, headers: Self.jsonHeaders, body: .init(byteBuffer: answer.body))
     }
 
     /// The encoded answer for a non-empty page, or nil when nothing arrived after `after`. The many
@@ -283,17 +314,15 @@ final class RelayAPI: Sendable {
         let (account, after, limit) = (key.account, key.after, key.limit)
         let page = try await storage.pull(account: account, after: after, limit: limit, maximumBytes: settings.maximumPullBytes)
         guard !page.segments.isEmpty else { return nil }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         let answer = PullAnswer(
             cursor: page.cursor, more: page.more,
             segments: page.segments.map {
-                PulledSegment(
+                PullAnswer.Segment(
                     arrival: $0.arrival, node: $0.node.rawValue, first: $0.firstSequence, last: $0.lastSequence, size: $0.bytes.count,
                     data: Data($0.bytes).base64EncodedString())
             },
             relay: storage.identity, latest: max(page.cursor, latest ?? 0))
-        let body = ByteBuffer(bytes: (try? encoder.encode(answer)) ?? Data())
+        let body = ByteBuffer(bytes: answer.encoded())
         if let latest {
             pages.withLock { cache in
                 if cache.bytes + body.readableBytes > Self.pageCacheBytes { cache = ([:], 0) }
@@ -352,9 +381,12 @@ final class RelayAPI: Sendable {
     @discardableResult
     func authorize(_ request: Request, account: String) async throws(RelayError) -> Credential {
         guard let header = request.headers[.authorization] else {
-            throw RelayError(.unauthorized, "no token: send Authorization: Bearer <token> (sync-relay token issue makes one)")
+            throw RelayError(
+                .unauthorized, "no token: send \(RelayHeader.authorization): \(RelayHeader.bearerPrefix)<token> (sync-relay token issue makes one)")
         }
-        guard header.hasPrefix("Bearer "), let credential = try await storage.authenticate(String(header.dropFirst(7))) else {
+        guard header.hasPrefix(RelayHeader.bearerPrefix),
+            let credential = try await storage.authenticate(String(header.dropFirst(RelayHeader.bearerPrefix.count)))
+        else {
             throw RelayError(.unauthorized, "the token is not valid (wrong, revoked, or its account deleted): ask the relay's operator for a new one")
         }
         guard credential.account == account else {
@@ -406,51 +438,9 @@ final class RelayAPI: Sendable {
         return number
     }
 
-    static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json"
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    static func json(_ answer: some RelayAnswer, status: Int = RelayStatus.ok) -> Response {
+        Response(status: Self.status(status), headers: jsonHeaders, body: .init(byteBuffer: ByteBuffer(bytes: answer.encoded())))
     }
-}
-
-struct PushAnswer: Codable {
-    /// false: the same bytes were stored before.
-    var stored: Bool
-    var arrival: UInt64
-}
-
-struct PulledSegment: Codable {
-    var arrival: UInt64
-    var node: String
-    var first: UInt64
-    var last: UInt64
-    var size: Int
-    /// The segment's bytes, base64.
-    var data: String
-}
-
-struct PullAnswer: Codable {
-    var cursor: UInt64
-    var more: Bool
-    var segments: [PulledSegment]
-    /// Which history the cursor counts in: a node holding a cursor of another identity or epoch pulls
-    /// again from 0.
-    var relay: RelayIdentity
-    /// The account's latest arrival (at least `cursor`).
-    var latest: UInt64
-}
-
-struct HealthAnswer: Codable {
-    var status: String
-    var relay: RelayIdentity
-}
-
-struct NodesAnswer: Codable {
-    var cursor: UInt64
-    var nodes: [NodeSummary]
 }
 
 /// When the body being read must have moved on by: shared by its reader and its timer.

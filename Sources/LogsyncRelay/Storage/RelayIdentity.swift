@@ -1,27 +1,8 @@
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncRelayProtocol
 import LogsyncSQLite
-
-/// Which history a relay serves: its database's id, made when the database is created (a copy or a
-/// restored backup keeps it), and an epoch that changes when the database's history went backwards
-/// (docs/relay-protocol.md, "Identity and epoch"). Every pull answer carries it: a node whose cursor
-/// belongs to another identity pulls again from the start and pushes again what the relay lost.
-public struct RelayIdentity: Sendable, Codable, Hashable, CustomStringConvertible {
-    /// 32 lowercase hex digits.
-    public var id: String
-    /// 1 for a new database; at each change, the time of the change in milliseconds since 1970, or one
-    /// more than every epoch seen before if that is larger: it only grows, and a backup restored twice
-    /// gets a new epoch each time.
-    public var epoch: UInt64
-
-    public init(id: String, epoch: UInt64) {
-        self.id = id
-        self.epoch = epoch
-    }
-
-    public var description: String { "\(id)/\(epoch)" }
-}
 
 /// The relay's identity kept in its database (`relay_meta`), and the note beside the database of what
 /// the serving relays last committed (`DATABASE-served`), which tells a restored backup from the

@@ -1,4 +1,5 @@
 import LogsyncCore
+import LogsyncRelayProtocol
 
 /// One segment as the relay keeps it: whose, which range, when it arrived in its account's mailbox, and
 /// its bytes, never interpreted.
@@ -58,21 +59,6 @@ public struct PullPage: Sendable {
         self.segments = segments
         self.cursor = cursor
         self.more = more
-    }
-}
-
-/// What a node has in its mailbox.
-public struct NodeSummary: Sendable, Codable, Hashable {
-    public var node: String
-    public var segments: Int
-    public var lastSequence: UInt64
-    public var bytes: Int64
-
-    public init(node: String, segments: Int, lastSequence: UInt64, bytes: Int64) {
-        self.node = node
-        self.segments = segments
-        self.lastSequence = lastSequence
-        self.bytes = bytes
     }
 }
 

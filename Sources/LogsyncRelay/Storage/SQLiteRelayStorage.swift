@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncRelayProtocol
 import Synchronization
 import LogsyncSQLite
 
