@@ -87,7 +87,7 @@ struct AccountSwitchTests {
         let toY = try await a.syncctl(["account", "switch", "y"])
         #expect(toY.status == 0, "\(toY.stderr)\n\(a.log)")
         #expect(try titles(a) == ["y from c"], "A holds exactly Y's data")
-        #expect(a.log.contains("rebuilding the store of account y: 1 of 1 transactions applied"), "progress on the journal:\n\(a.log)")
+        try await a.awaitLog("rebuilding the store of account y: 1 of 1 transactions applied")
         let xStore = a.storePath
         #expect(try a.activeStorePath() != xStore)
         _ = try await watch.line(containing: "stores_did_change")

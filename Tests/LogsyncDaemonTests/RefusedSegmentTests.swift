@@ -72,6 +72,7 @@ struct RefusedSegmentTests {
             }
             // The journal says each once, when it appears.
             try await node.awaitLog("rejected \(c)/")
+            try await node.awaitLog("rejected \(d)/")
             #expect(node.log.components(separatedBy: "rejected \(c)/").count == 2, "said once:\n\(node.log)")
             #expect(node.log.components(separatedBy: "rejected \(d)/").count == 2, "said once:\n\(node.log)")
         }

@@ -99,7 +99,7 @@ struct SyncthingCarrierTests {
         tables = try await cluster.awaitConvergence(timeout: .seconds(40))
         #expect(tables["Note"]?.count == 31)
         #expect(try Self.imported(storeB, from: a) == 16)
-        #expect(a.log.contains("Syncthing did not take the request to scan"), "the failure is in the journal:\n\(a.log)")
+        try await a.awaitLog("Syncthing did not take the request to scan")
         for node in [a, b] { #expect(try await node.stop() == 0, "clean exit on SIGTERM:\n\(node.log)") }
     }
 }
