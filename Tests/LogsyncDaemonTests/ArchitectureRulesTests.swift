@@ -86,10 +86,6 @@ struct ArchitectureRulesTests {
             ["recv", "poll", "close"],
             "the same load generator's long-poll reader (RelaySuite.swift opens the sockets)"
         ),
-        "logsync-bench/LatencySuite.swift": (
-            ["signal"],
-            "the benchmark stops its daemons on SIGINT/SIGTERM through Dispatch signal sources, which need the default action ignored and restored"
-        ),
     ]
 
     @Test("system calls are made in LogsyncPlatform only (nm -u of every other module's objects), save the listed fixtures")
