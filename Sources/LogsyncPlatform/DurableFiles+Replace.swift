@@ -63,6 +63,25 @@ extension DurableFiles {
         access(path, mode) == 0 ? nil : .last("access", path: path)
     }
 
+    /// The permission bits of the file at `path` (`stat`, links followed: a secret may be a link into a
+    /// credentials folder); nil when it cannot be looked at.
+    public static func permissions(of path: String) -> UInt32? {
+        var info = stat()
+        return stat(path, &info) == 0 ? UInt32(info.st_mode & 0o7777) : nil
+    }
+
+    /// Sets the permission bits of the file at `path` (`chmod`).
+    public static func setPermissions(of path: String, to mode: UInt32) throws(SystemError) {
+        guard chmod(path, mode_t(mode)) == 0 else { throw .last("chmod", path: path) }
+    }
+
+    /// Gives the file at `path` to the user called `name` and that user's group (`chown`); fails if there
+    /// is no such user.
+    public static func giveOwnership(of path: String, toUser name: String) throws(SystemError) {
+        guard let account = getpwnam(name) else { throw SystemError(call: "getpwnam", path: name, errno: ENOENT) }
+        guard chown(path, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else { throw .last("chown", path: path) }
+    }
+
     /// The size of the file at `path` (a final link not followed); nil when there is none.
     public static func size(of path: String) -> Int? {
         var info = stat()

@@ -15,6 +15,11 @@ public enum HandledSignals {
         _ = Glibc.signal(signal, SIG_IGN)
     }
 
+    /// Gives `signal` its default action again (a benchmark done with its Dispatch signal sources).
+    public static func restoreDefault(_ signal: Int32) {
+        _ = Glibc.signal(signal, SIG_DFL)
+    }
+
     /// Blocks `signals` in the calling thread; call it before any other thread starts.
     public static func block(_ signals: [Int32]) {
         var set = sigset_t()

@@ -21,3 +21,14 @@ public enum CurrentUser {
     public static var id: UInt32 { getuid() }
     public static var isRoot: Bool { id == 0 }
 }
+
+/// What this process has used so far.
+public enum ProcessUsage {
+    /// User and system CPU time of this process (`getrusage(RUSAGE_SELF)`).
+    public static var cpuTime: Duration {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        let user = Duration.seconds(usage.ru_utime.tv_sec) + .microseconds(usage.ru_utime.tv_usec)
+        return user + .seconds(usage.ru_stime.tv_sec) + .microseconds(usage.ru_stime.tv_usec)
+    }
+}

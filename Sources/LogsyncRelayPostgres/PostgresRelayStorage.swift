@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Logging
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncRelay
 import LogsyncRelayProtocol
 import NIOCore
@@ -376,15 +377,14 @@ enum PostgresPassword {
             path = settings.passwordFile
         }
         guard let path else { return nil }
-        var status = stat()
-        guard stat(path, &status) == 0, let data = FileManager.default.contents(atPath: path) else {
+        guard let permissions = DurableFiles.permissions(of: path), let data = FileManager.default.contents(atPath: path) else {
             throw RelayError(.unavailable, "cannot read the PostgreSQL password file \(path): check that it exists and the relay may read it")
         }
         // A systemd credential is guarded by systemd (only the service may read it); a file of one's own must
         // be readable by its owner alone.
-        guard settings.passwordCredential != nil || status.st_mode & 0o077 == 0 else {
+        guard settings.passwordCredential != nil || permissions & 0o077 == 0 else {
             throw RelayError(
-                .unavailable, "the PostgreSQL password file \(path) may be read by others (mode \(String(status.st_mode & 0o777, radix: 8))): chmod 600 it")
+                .unavailable, "the PostgreSQL password file \(path) may be read by others (mode \(String(permissions & 0o777, radix: 8))): chmod 600 it")
         }
         let text = String(decoding: data, as: UTF8.self)
         return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")

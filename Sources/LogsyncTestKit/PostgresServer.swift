@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import Synchronization
 
 /// A throwaway PostgreSQL cluster for tests and benchmarks: `initdb` into a temporary folder, served on a
@@ -33,7 +34,7 @@ public final class PostgresServer: Sendable {
         return "\(folder)/\(name)"
     }
 
-    static var runsAsRoot: Bool { getuid() == 0 }
+    static var runsAsRoot: Bool { CurrentUser.isRoot }
 
     /// `command` as the server's user: `runuser -u postgres --` when root.
     static func asServerUser(_ command: [String]) -> (String, [String]) {
@@ -51,8 +52,10 @@ public final class PostgresServer: Sendable {
         let server = try PostgresServer(label)
         server.removeWhenStopped.withLock { $0 = removeWhenStopped }
         if runsAsRoot {
-            guard chown(server.directory.path, Self.postgresUID(), Self.postgresGID()) == 0 else {
-                throw PostgresServerError("cannot give \(server.directory.path) to the postgres user (errno \(errno))")
+            do {
+                try DurableFiles.giveOwnership(of: server.directory.path, toUser: "postgres")
+            } catch {
+                throw PostgresServerError("cannot give \(server.directory.path) to the postgres user: \(error)")
             }
         }
         let (initdb, arguments) = asServerUser([
@@ -120,7 +123,7 @@ public final class PostgresServer: Sendable {
 
     /// Creates a database of its own for a test, and returns its name.
     public func createDatabase(_ prefix: String = "t") async throws -> String {
-        let name = "\(prefix)_\(getpid())_\(databases.wrappingAdd(1, ordering: .relaxed).newValue)"
+        let name = "\(prefix)_\(ProcessInfo.processInfo.processIdentifier)_\(databases.wrappingAdd(1, ordering: .relaxed).newValue)"
         _ = try await sql("CREATE DATABASE \(name)")
         return name
     }
@@ -165,24 +168,13 @@ public final class PostgresServer: Sendable {
 
     private static let sharedServer = Task { try await PostgresServer.start("pgshared", settings: [:], removeWhenStopped: true) }
 
-    private static func postgresUID() -> uid_t { getpwnam("postgres")?.pointee.pw_uid ?? 0 }
-    private static func postgresGID() -> gid_t { getpwnam("postgres")?.pointee.pw_gid ?? 0 }
-
     /// A loopback port nobody listens on now.
     static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw PostgresServerError("socket() failed (errno \(errno))") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        do {
+            return try LoopbackListener.listen(at: .init(host: "127.0.0.1", port: 0)).port
+        } catch {
+            throw PostgresServerError("cannot pick a free loopback port: \(error)")
         }
-        guard bound else { throw PostgresServerError("cannot pick a free loopback port (errno \(errno))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import Synchronization
 
 /// Where a test relay keeps its data: a SQLite file in its directory, or a database of its own on a
@@ -159,7 +160,7 @@ public final class RelayProcess: Sendable {
     public func tokenFile(_ account: String, node: String? = nil, name: String) async throws -> String {
         let token = try await issueToken(account, node: node)
         let path = try directory.write(name, token + "\n")
-        chmod(path, 0o600)
+        try DurableFiles.setPermissions(of: path, to: 0o600)
         return path
     }
 }

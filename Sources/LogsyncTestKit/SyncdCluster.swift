@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import LogsyncCore
 import LogsyncStore
 import Synchronization
@@ -152,7 +153,7 @@ public final class SyncdNode: Sendable {
             Thread.detachNewThread {
                 let start = ContinuousClock.now
                 process.process.terminate(SIGTERM)
-                while process.process.isRunning, ContinuousClock.now - start < timeout { usleep(500) }
+                while process.process.isRunning, ContinuousClock.now - start < timeout { Pause.microseconds(500) }
                 continuation.resume(returning: ContinuousClock.now - start)
             }
         }

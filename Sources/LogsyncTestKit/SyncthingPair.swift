@@ -1,4 +1,5 @@
 import Foundation
+import LogsyncPlatform
 import LogsyncSyncthing
 import Synchronization
 
@@ -92,7 +93,7 @@ public final class SyncthingPair: Sendable {
     /// Writes instance `index`'s API key to an owner-only file in `directory` and returns its path.
     public func apiKeyFile(_ index: Int) throws -> String {
         let path = try directory.write("syncthing-\(instance(index).name).key", instance(index).apiKey + "\n")
-        chmod(path, 0o600)
+        try DurableFiles.setPermissions(of: path, to: 0o600)
         return path
     }
 
@@ -222,26 +223,18 @@ public final class SyncthingPair: Sendable {
 
     /// `count` distinct TCP ports free on 127.0.0.1 now: each bound to port 0 and released together.
     static func freePorts(_ count: Int) throws -> [Int] {
-        var descriptors: [Int32] = []
-        defer { descriptors.forEach { close($0) } }
+        var listeners: [UnixSocket] = []  // held until all are bound, so that the ports differ
         var ports: [Int] = []
         for _ in 0..<count {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else { throw SyncthingPairError("socket: errno \(errno)") }
-            descriptors.append(descriptor)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = 0
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                    bind(descriptor, address, length) == 0 && getsockname(descriptor, address, &length) == 0
-                }
+            do {
+                let (listener, port) = try LoopbackListener.listen(at: .init(host: "127.0.0.1", port: 0))
+                listeners.append(listener)
+                ports.append(port)
+            } catch {
+                throw SyncthingPairError("cannot bind a free port on 127.0.0.1: \(error)")
             }
-            guard bound else { throw SyncthingPairError("cannot bind a free port on 127.0.0.1: errno \(errno)") }
-            ports.append(Int(UInt16(bigEndian: address.sin_port)))
         }
+        withExtendedLifetime(listeners) {}
         return ports
     }
 
@@ -255,14 +248,14 @@ public final class SyncthingPair: Sendable {
                 process.process.terminate(SIGKILL)
                 throw SyncthingPairError("\(executable) \(arguments.joined(separator: " ")) did not end within \(timeout)")
             }
-            usleep(5_000)
+            Pause.microseconds(5_000)
         }
         guard process.process.terminationStatus == 0 else {
             throw SyncthingPairError("\(executable) \(arguments.joined(separator: " ")) failed (\(process.process.terminationStatus)):\n\(process.stdout)\(process.stderr)")
         }
         // Its output, read to the end (bounded, in case something it started holds the pipes).
         let drained = ContinuousClock.now + .seconds(5)
-        while !process.outputEnded, ContinuousClock.now < drained { usleep(2_000) }
+        while !process.outputEnded, ContinuousClock.now < drained { Pause.microseconds(2_000) }
         return process.stdout + process.stderr
     }
 
@@ -273,7 +266,7 @@ public final class SyncthingPair: Sendable {
         while true {
             if try condition() { return }
             guard ContinuousClock.now < deadline else { throw SyncthingPairError("not within \(timeout): \(what)\n\(log())") }
-            usleep(10_000)
+            Pause.microseconds(10_000)
         }
     }
 }

@@ -419,7 +419,7 @@ extension LatencySuite {
             self.scratch = scratch
             var sources: [DispatchSourceSignal] = []
             for number in [SIGINT, SIGTERM] {
-                signal(number, SIG_IGN)
+                HandledSignals.ignore(number)
                 let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
                 source.setEventHandler { [self] in
                     let running = members.withLock { $0 }
@@ -458,8 +458,8 @@ extension LatencySuite {
             }
             for source in signalSources { source.cancel() }
             signalSources.removeAll()
-            signal(SIGINT, SIG_DFL)
-            signal(SIGTERM, SIG_DFL)
+            HandledSignals.restoreDefault(SIGINT)
+            HandledSignals.restoreDefault(SIGTERM)
         }
     }
 }

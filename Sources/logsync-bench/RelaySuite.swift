@@ -208,9 +208,7 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
 
     /// User and system CPU time of this process so far.
     static func ownCPUSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+        ProcessUsage.cpuTime / .seconds(1)
     }
 
     func raiseFileLimit() {

@@ -133,10 +133,7 @@ struct Watch: AsyncParsableCommand {
         if let seconds {
             try await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
             watcher.cancel()
-            var usage = rusage()
-            getrusage(RUSAGE_SELF.rawValue, &usage)
-            let cpu = Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1000
-                + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1000
+            let cpu = ProcessUsage.cpuTime / .milliseconds(1)
             printFlushed("cpu_ms \(cpu)")
         } else {
             await watcher.value

@@ -282,12 +282,12 @@ struct Watch: AsyncParsableCommand {
         guard let app = try location.openAccountContainer() else {
             let container = try location.openContainer()
             defer { container.close() }
-            if let seconds { closing(after: seconds) { container.close() } }
+            if let seconds { closing(after: .seconds(seconds)) { container.close() } }
             await Self.watch(container, print: print)
             return
         }
         defer { app.close() }
-        if let seconds { closing(after: seconds) { app.close() } }
+        if let seconds { closing(after: .seconds(seconds)) { app.close() } }
         // Across account switches: the stores will change, then did change; the new account's notes
         // are listed, and watched in turn.
         let switches = app.accountChanges()
@@ -309,9 +309,9 @@ struct Watch: AsyncParsableCommand {
 
     static func name(_ account: String?) -> String { account.map { "account \($0)" } ?? "the local store" }
 
-    private func closing(after seconds: Double, _ close: @escaping @Sendable () -> Void) {
+    private func closing(after delay: Duration, _ close: @escaping @Sendable () -> Void) {
         Task {
-            try? await Task.sleep(for: .seconds(seconds))
+            try? await Task.sleep(for: delay)
             close()
         }
     }

@@ -24,7 +24,7 @@ struct Account: ParsableCommand {
         @Option(help: "Give up waiting after this many seconds (exit 75; the switch goes on).") var timeout: Double = 600
 
         func run() throws {
-            try connection.show(.accountSwitch, timeoutMilliseconds: Int(timeout * 1000), account: id, wait: timeout + 5) { response in
+            try connection.show(.accountSwitch, timeoutMilliseconds: Int(timeout * 1000), account: id, wait: .seconds(timeout + 5)) { response in
                 guard let accounts = response.accounts else { return }
                 if response.ok { print("switched to account \(id): the store is \(accounts.store)") }
                 describe(accounts).dropFirst(response.ok ? 1 : 0).forEach { print($0) }
@@ -42,7 +42,7 @@ struct Account: ParsableCommand {
         @Option(help: "Give up waiting after this many seconds (exit 75; the logout goes on).") var timeout: Double = 600
 
         func run() throws {
-            try connection.show(.accountLogout, timeoutMilliseconds: Int(timeout * 1000), logout: data.rawValue, wait: timeout + 5) { response in
+            try connection.show(.accountLogout, timeoutMilliseconds: Int(timeout * 1000), logout: data.rawValue, wait: .seconds(timeout + 5)) { response in
                 guard let accounts = response.accounts else { return }
                 if response.ok { print("logged out: the local store is \(accounts.store)") }
                 describe(accounts).dropFirst(response.ok ? 1 : 0).forEach { print($0) }

@@ -85,7 +85,7 @@ struct Connection: ParsableArguments {
     /// daemon's message on stderr, unless `acceptingFailure` (the caller reports it itself).
     func request(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        segment: String? = nil, wait: TimeInterval = 10, acceptingFailure: Bool = false
+        segment: String? = nil, wait: Duration = .seconds(10), acceptingFailure: Bool = false
     ) throws -> ControlResponse {
         let client = try client()
         let response: ControlResponse
@@ -104,7 +104,7 @@ struct Connection: ParsableArguments {
     @discardableResult
     func show(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, account: String? = nil, logout: String? = nil,
-        segment: String? = nil, wait: TimeInterval, text: (ControlResponse) -> Void
+        segment: String? = nil, wait: Duration, text: (ControlResponse) -> Void
     ) throws -> ControlResponse {
         let response = try request(
             command, timeoutMilliseconds: timeoutMilliseconds, account: account, logout: logout, segment: segment, wait: wait, acceptingFailure: true)
@@ -168,7 +168,7 @@ struct Trigger: ParsableCommand {
     @Option(help: "Give up after this many seconds (exit 75).") var timeout: Double = 30
 
     func run() throws {
-        try connection.show(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 2) { response in
+        try connection.show(.trigger, timeoutMilliseconds: Int(timeout * 1000), wait: .seconds(timeout + 2)) { response in
             guard let result = response.trigger else { return }
             for name in result.published { print("published \(name)") }
             for name in result.applied { print("applied \(name)") }
@@ -338,7 +338,7 @@ struct Reload: ParsableCommand {
     @OptionGroup var connection: Connection
 
     func run() throws {
-        try connection.show(.reload, wait: 30) { response in
+        try connection.show(.reload, wait: .seconds(30)) { response in
             if let result = response.reload { print(result.message) }
         }
     }
@@ -353,7 +353,7 @@ struct Check: ParsableCommand {
     @Option(help: "Give up after this many seconds (exit 75).") var timeout: Double = 600
 
     func run() throws {
-        let response = try connection.show(.check, timeoutMilliseconds: Int(timeout * 1000), wait: timeout + 5) { response in
+        let response = try connection.show(.check, timeoutMilliseconds: Int(timeout * 1000), wait: .seconds(timeout + 5)) { response in
             guard let result = response.check else { return }
             if result.intact {
                 print("store intact: integrity_check found nothing wrong\(result.complete ? "" : " before its time ran out") (\(result.elapsedMilliseconds) ms)")
@@ -375,7 +375,7 @@ struct Prune: ParsableCommand {
     @Flag(help: "Say what would be deleted and why; delete nothing.") var dryRun = false
 
     func run() throws {
-        let response = try connection.show(dryRun ? .prunePlan : .prune, wait: 120) { response in
+        let response = try connection.show(dryRun ? .prunePlan : .prune, wait: .seconds(120)) { response in
             guard let retention = response.retention else { return }
             let verb = dryRun ? "would delete" : "deleted"
             print("\(verb) \(retention.wouldDelete.count) segments of this node (pruned through sequence \(retention.prunedThrough), prunable through \(retention.prunableThrough))")
@@ -416,7 +416,7 @@ struct Quarantine: ParsableCommand {
     }
 
     /// Sends a `quarantine_*` command and prints its answer (JSON with `--json`), failing as syncd did.
-    static func send(_ command: ControlRequest.Command, segment: String?, through connection: Connection, wait: TimeInterval) throws {
+    static func send(_ command: ControlRequest.Command, segment: String?, through connection: Connection, wait: Duration) throws {
         let response = try connection.show(command, segment: segment, wait: wait) { response in response.quarantine.map(describe) }
         _ = try connection.required(response.quarantine, "quarantine")
     }
@@ -436,7 +436,7 @@ struct Quarantine: ParsableCommand {
 
         @OptionGroup var connection: Connection
 
-        func run() throws { try Quarantine.send(.quarantineList, segment: nil, through: connection, wait: 10) }
+        func run() throws { try Quarantine.send(.quarantineList, segment: nil, through: connection, wait: .seconds(10)) }
     }
 
     struct Release: ParsableCommand {
@@ -449,7 +449,7 @@ struct Quarantine: ParsableCommand {
 
         func validate() throws { try Quarantine.validate(segment) }
 
-        func run() throws { try Quarantine.send(.quarantineRelease, segment: segment, through: connection, wait: 30) }
+        func run() throws { try Quarantine.send(.quarantineRelease, segment: segment, through: connection, wait: .seconds(30)) }
     }
 
     struct Drop: ParsableCommand {
@@ -462,6 +462,6 @@ struct Quarantine: ParsableCommand {
 
         func validate() throws { try Quarantine.validate(segment) }
 
-        func run() throws { try Quarantine.send(.quarantineDrop, segment: segment, through: connection, wait: 60) }
+        func run() throws { try Quarantine.send(.quarantineDrop, segment: segment, through: connection, wait: .seconds(60)) }
     }
 }

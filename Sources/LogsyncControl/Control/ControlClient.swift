@@ -42,18 +42,19 @@ public final class ControlClient {
         reader = LineReader(socket)
     }
 
-    /// Sends a request and waits up to `timeout` for its response.
+    /// Sends a request and waits up to `wait` for its response.
     public func send(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, wait: TimeInterval = 10
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, wait: Duration = .seconds(10)
     ) throws(Failure) -> ControlResponse {
         let request = ControlRequest(
             id: nextID, command: command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout,
             accountEvents: accountEvents, segment: segment, refusalEvents: refusalEvents)
         nextID += 1
         guard let data = try? JSONEncoder().encode(request) else { throw .notOurSocket(path: path, detail: "cannot encode request") }
-        socket.setReceiveTimeout(milliseconds: Int(wait * 1000))
-        socket.setSendTimeout(milliseconds: Int(wait * 1000))
+        let waitMilliseconds = Int((wait / .milliseconds(1)).rounded(.up))
+        socket.setReceiveTimeout(milliseconds: waitMilliseconds)
+        socket.setSendTimeout(milliseconds: waitMilliseconds)
         do {
             try socket.write(Array(data) + [10])
         } catch {
