@@ -43,8 +43,7 @@ public enum SQLiteFileHolders {
             guard name.first?.isNumber == true else { continue }
             let count = readlink("/proc/self/fd/" + name, &buffer, buffer.count - 1)
             guard count > 0 else { continue }
-            buffer[count] = 0
-            if names.contains(String(cString: buffer)) { return true }
+            if names.contains(String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)) { return true }
         }
         return false
     }

@@ -128,11 +128,11 @@ public enum RelayRequestPath {
         RelayPath.segment.filled(account, node, "\(first)-\(last)")
     }
 
-    /// A pull: the segments after the arrival `after`, waiting up to `wait` seconds for one, at most
-    /// `limit` (the relay's own limit when nil).
-    public static func pull(account: String, after: UInt64, wait: Int? = nil, limit: Int? = nil) -> String {
+    /// A pull: the segments after the arrival `after`, waiting up to `wait` (whole seconds on the wire)
+    /// for one, at most `limit` (the relay's own limit when nil).
+    public static func pull(account: String, after: UInt64, wait: Duration? = nil, limit: Int? = nil) -> String {
         var path = RelayPath.segments.filled(account) + "?\(RelayQuery.after)=\(after)"
-        if let wait { path += "&\(RelayQuery.wait)=\(wait)" }
+        if let wait { path += "&\(RelayQuery.wait)=\(max(0, wait.components.seconds))" }
         if let limit { path += "&\(RelayQuery.limit)=\(limit)" }
         return path
     }

@@ -239,7 +239,7 @@ public final class RelayTransport: Transport, Sendable {
     /// arrival below the cursor) resets the cursor to 0 and counts as received: the next pull starts over.
     private func pull(session: CurlSession, waitSeconds: Int) throws(TransportError) -> (received: Bool, foreign: Bool) {
         let (cursor, resets) = state.withLock { ($0.cursor, $0.resets) }
-        let url = url(RelayRequestPath.pull(account: settings.account, after: cursor, wait: waitSeconds))
+        let url = url(RelayRequestPath.pull(account: settings.account, after: cursor, wait: .seconds(waitSeconds)))
         // Base64 in JSON: 4/3 of the bytes, plus room for the page's metadata.
         let answerLimit = settings.maximumSegmentBytes * 4 / 3 + (16 << 20)
         let response = try send(

@@ -448,7 +448,7 @@ public final class SyncEngine: Sendable {
                 transactions.append(transaction)
             }
             return .segment(SegmentImport(header: header, transactions: transactions, checksum: sum), size: bytes.count)
-        } catch let error as SegmentError where error.code == .unsupportedFormat {
+        } catch where error.code == .unsupportedFormat {
             return .rejected(RejectedSegment(name: name, reason: error.description), refusal: nil)
         } catch {
             return refuse("\(error)")

@@ -163,7 +163,7 @@ import Testing
         let path = try #require(PushRoute.path(RelayRequestPath.segment(account: "acct", node: node, first: 3, last: 7)))
         #expect(path.account == "acct" && path.node == node && path.range == "3-7")
         #expect(PushRoute.endpoint == RelayRoute.push.path.template)
-        #expect(RelayRequestPath.pull(account: "a", after: 5, wait: 25) == "/v1/accounts/a/segments?after=5&wait=25")
+        #expect(RelayRequestPath.pull(account: "a", after: 5, wait: .seconds(25)) == "/v1/accounts/a/segments?after=5&wait=25")
         #expect(RelayRequestPath.baseline(account: "a", node: node, name: "n.lsbase") == "/v1/accounts/a/nodes/\(node)/baselines/n.lsbase")
     }
 }
