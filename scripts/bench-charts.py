@@ -41,6 +41,7 @@ BASELINES = {
     "arrival_cpu_100k_vs_1k": "the same arrival with 1k segments in the folder",
     "writer_stall_vs_idle": "the same writer's longest commit with no import",
     "soak_cpu_growth": "the soak's first quarter",
+    "pushes_vs_pgbench": "pgbench one-row inserts, as many clients, the same database",
 }
 # The metrics of the current table, in order: the design brief's goals, and the figures they rest on.
 TABLE = [
@@ -52,6 +53,8 @@ TABLE = [
     ("bootstrap", ["bootstrap_1m_s", "bootstrap_peak_rss_mb", "bootstrap_vs_plain", "bootstrap_vs_replay"]),
     ("scale", ["arrival_cpu_100k_vs_1k", "dir_p50_ms_100k", "soak_cpu_growth"]),
     ("relay", ["pushes_per_s", "longpoll_p99_ms", "relay_p50_ms", "relay_p99_ms"]),
+    ("relay-postgres", ["pushes_per_s", "pushes_vs_pgbench", "relay_cpu_us_per_push", "longpoll_p99_ms", "cross_relay_wake_p50_ms",
+                        "load_errors", "idle_longpoll_kb"]),
 ]
 
 
@@ -63,9 +66,13 @@ def load(path):
             if not line:
                 continue
             try:
-                runs.append(json.loads(line))
+                run = json.loads(line)
             except ValueError as error:
                 sys.exit(f"{path}:{number}: not a JSON line: {error}")
+            # The relay on PostgreSQL reports the same metric names as the relay on SQLite: a suite of its own.
+            if run.get("suite") == "relay" and "--backend postgres" in run.get("command", ""):
+                run["suite"] = "relay-postgres"
+            runs.append(run)
     return runs
 
 
