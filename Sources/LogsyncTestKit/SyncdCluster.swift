@@ -194,9 +194,12 @@ public final class SyncdNode: Sendable {
         try await eventually(within: timeout, every: .milliseconds(10), "'\(text)' in syncd \(name)'s log:\n\(log)") { log.contains(text) }
     }
 
-    /// Runs `syncctl` against this node.
-    public func syncctl(_ arguments: [String], timeout: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
-        try await Subprocess.run(Products.path("syncctl"), arguments + ["--socket", socketPath], timeout: timeout)
+    /// Runs `syncctl` against this node. Without `timeout`, the kit waits 60 s, or for `account` commands
+    /// (a switch, a logout) a little longer than syncctl's own 600 s wait for them: a switch held at a
+    /// fault gate, or slowed by a busy machine, ends with syncctl's answer rather than the kit's kill.
+    public func syncctl(_ arguments: [String], timeout: Duration? = nil) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let limit = timeout ?? (arguments.first == "account" ? .seconds(620) : .seconds(60))
+        return try await Subprocess.run(Products.path("syncctl"), arguments + ["--socket", socketPath], timeout: limit)
     }
 
     /// `syncctl status --json`, decoded loosely.
