@@ -113,11 +113,6 @@ extension RelaySuite {
 
 /// CPU time with the children a process reaped, parents, and memory, from /proc.
 extension ProcessCPU {
-    static func fields(_ pid: Int32) -> [Substring] {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return [] }
-        return text[text.index(after: close)...].split(separator: " ")
-    }
-
     static func parent(_ pid: Int32) -> Int32? {
         let fields = fields(pid)
         return fields.count > 1 ? Int32(fields[1]) : nil

@@ -254,15 +254,9 @@ final class BenchRelay: Sendable {
         self.port = port
     }
 
-    /// User and system CPU time the relay process has used so far (from /proc).
+    /// User and system CPU time the relay process has used so far (from /proc; 0 when unreadable).
     func cpuSeconds() -> Double {
-        guard let text = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the name: state is field 3, utime and stime are fields 14 and 15 (1-based, in clock ticks).
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        (try? ProcessCPU.seconds(process.processIdentifier)) ?? 0
     }
 
     func stop() {

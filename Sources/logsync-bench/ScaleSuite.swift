@@ -416,14 +416,18 @@ struct ScaleSuite: ParsableCommand, BenchmarkSuite {
 /// 10 ms each here), threads that ended included.
 enum ProcessCPU {
     static func seconds(_ pid: Int32) throws -> Double {
-        let text = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
-        // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
-        guard let close = text.lastIndex(of: ")") else { throw BenchError("cannot read /proc/\(pid)/stat") }
-        let fields = text[text.index(after: close)...].split(separator: " ")
+        let fields = fields(pid)
         // Field 3 (state) is fields[0]; utime is field 14, stime field 15.
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else {
-            throw BenchError("cannot parse /proc/\(pid)/stat")
+            throw BenchError("cannot read or parse /proc/\(pid)/stat")
         }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// The fields of `/proc/PID/stat` after the command name (which may hold spaces, so they are counted
+    /// after its closing parenthesis): `fields[0]` is field 3, the state. Empty when it cannot be read.
+    static func fields(_ pid: Int32) -> [Substring] {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return [] }
+        return text[text.index(after: close)...].split(separator: " ")
     }
 }
