@@ -101,6 +101,12 @@ public final class RelayProcess: Sendable {
     /// Everything the relay processes logged so far.
     public var log: String { state.withLock { $0.previousLogs + ($0.process?.stderr ?? "") } }
 
+    /// Waits until the relay has logged `text`: its output is read on another thread, so a line may come
+    /// after the answer to the request that caused it (as ``SyncdNode/awaitLog(_:timeout:)``).
+    public func awaitLog(_ text: String, timeout: Duration = .seconds(60)) async throws {
+        try await eventually(within: timeout, every: .milliseconds(20), "'\(text)' in the relay's log:\n\(log)") { log.contains(text) }
+    }
+
     /// A consistent copy of the database at `path`, made while the relay may be serving: SQLite's online
     /// backup, through the sqlite3 shell (`.backup`), as docs/operations.md tells operators to make one.
     public func backUp(to path: String) async throws {

@@ -125,7 +125,7 @@ struct TestCertificates {
         try FileManager.default.copyItem(atPath: second.certificate, toPath: served)
         try FileManager.default.copyItem(atPath: second.key, toPath: servedKey)
         kill(try #require(relay.process).process.processIdentifier, SIGHUP)
-        try await eventually(within: .seconds(30), "the relay logs the reload: \(relay.log)") { relay.log.contains("reloaded the TLS certificate") }
+        try await relay.awaitLog("reloaded the TLS certificate", timeout: .seconds(30))
         #expect(try await verifies(with: second.ca), "new connections get the new certificate")
         try await relay.stop()
     }
