@@ -140,6 +140,10 @@ package final class Statement {
 
     package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
+    /// Whether the statement cannot change the database (`sqlite3_stmt_readonly`): a query, not an
+    /// `INSERT … RETURNING`.
+    package var isReadOnly: Bool { sqlite3_stmt_readonly(handle) != 0 }
+
     /// Calls `body` with the bytes of a BLOB (or TEXT) column of the current row, without copying them.
     /// The bytes are valid only inside `body`: the next step or reset frees them.
     package func withBytes<T>(at column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {

@@ -138,7 +138,9 @@ struct MergeCaptureTests {
         #expect(try target.read("SELECT count(*) FROM audit") == inserted)
     }
 
-    @Test("local writes after an import, and after an import that failed, are captured by the triggers again")
+    /// Raw SQL: the helpers record their history without triggers (`LocalCaptureTests`), what they would
+    /// not show here.
+    @Test("raw SQL after an import, and after an import that failed, is captured by the triggers again")
     func triggersComeBack() throws {
         let directory = try TemporaryDirectory("capture")
         let source = try Store(path: directory.file("source.sqlite"), schema: Fixtures.schema)
@@ -153,7 +155,7 @@ struct MergeCaptureTests {
             #expect(try target.read("SELECT kind FROM _ls_log WHERE pk = ? AND entity = ?", [key, ownerEntity]) == [[.integer(1)]], "\(when)")
         }
         let first = Fixtures.id()
-        _ = try target.write { tx in try tx.insert("Owner", ["id": first, "name": .text("local")]) }
+        _ = try target.write { tx in try tx.execute("INSERT INTO Owner(id, name) VALUES (?, 'local')", [first]) }
         try expectCaptured(first, "after an import")
 
         // An import that fails after it has merged a transaction: the batch rolls back.
@@ -175,7 +177,7 @@ struct MergeCaptureTests {
         }
         #expect(try target.sync.appliedSequence(from: origin) == 0)
         let second = Fixtures.id()
-        _ = try target.write { tx in try tx.insert("Owner", ["id": second, "name": .text("local")]) }
+        _ = try target.write { tx in try tx.execute("INSERT INTO Owner(id, name) VALUES (?, 'local')", [second]) }
         try expectCaptured(second, "after a failed import")
         // A foreign writer's insert, sealed by the next write: also captured.
         let third = Fixtures.id()

@@ -44,8 +44,21 @@ extension Store {
             let clock = Clock(HLCTimestamp(storageValue: hlc), node)
             var changes: [LogChange] = []
             for change in pending {
-                guard let folded = try foldChange(change, clock: clock, writer: writer, state: &state, changed: &changed) else { continue }
-                changes.append(folded)
+                guard case .integer(let kindValue) = change[1], case .integer(let entityID) = change[2],
+                    let info = catalog.byID[entityID], case .integer(let mask) = change[4]
+                else { continue }
+                if kindValue == SchemaSQL.packedInsertsKind {
+                    // Inserts the library's helpers recorded as one row (`LocalCapture.swift`): one change per key.
+                    guard case .blob(let keys) = change[3] else { continue }
+                    for key in try Self.packedKeys(keys) {
+                        changes.append(
+                            try foldChange(.insert, info: info, key: key, mask: mask, clock: clock, writer: writer, state: &state, changed: &changed))
+                    }
+                    continue
+                }
+                guard let kind = ChangeKind(rawValue: Int(kindValue)) else { continue }
+                changes.append(
+                    try foldChange(kind, info: info, key: change[3], mask: mask, clock: clock, writer: writer, state: &state, changed: &changed))
             }
             try emit(LogTransaction(
                 sequence: UInt64(sequence), timestamp: clock.timestamp, author: row[6].text, contextName: row[7].text,
@@ -60,15 +73,23 @@ extension Store {
         return (folded, more)
     }
 
-    /// One captured change row → the shipped change, with the causal length it gives the row and the
-    /// values of its changed columns as the table holds them now.
+    /// Keys packed one after another in a history row of kind ``SchemaSQL/packedInsertsKind``.
+    static func packedKeys(_ bytes: [UInt8]) throws -> [DatabaseValue] {
+        try bytes.withUnsafeBytes { raw in
+            var reader = RowStateCoding.ByteReader(raw)
+            var keys: [DatabaseValue] = []
+            while !reader.isAtEnd { keys.append(try reader.value()) }
+            return keys
+        }
+    }
+
+    /// One captured change → the shipped change, with the causal length it gives the row and the values of
+    /// its changed columns as the table holds them now.
     private func foldChange(
-        _ row: [DatabaseValue], clock: Clock, writer: MergeWriter, state: inout WriterState, changed: inout [RowKey: Bool]
-    ) throws -> LogChange? {
-        guard case .integer(let kindValue) = row[1], let kind = ChangeKind(rawValue: Int(kindValue)),
-            case .integer(let entityID) = row[2], let info = catalog.byID[entityID], case .integer(let mask) = row[4]
-        else { return nil }
-        let key = RowKey(info.entity.name, row[3])
+        _ kind: ChangeKind, info: Catalog.EntityInfo, key primaryKey: DatabaseValue, mask: Int64, clock: Clock, writer: MergeWriter,
+        state: inout WriterState, changed: inout [RowKey: Bool]
+    ) throws -> LogChange {
+        let key = RowKey(info.entity.name, primaryKey)
         let previous = try writer.loadState(key, nodes: state.nodes)
         let length = previous?.causalLength ?? 0
         let causalLength: UInt64

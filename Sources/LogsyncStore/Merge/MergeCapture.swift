@@ -18,34 +18,15 @@ import LogsyncCore
 /// record the merge's writes as before.
 extension Store {
     /// Inside a sync transaction, before the merge writes the first remote change: turns the connection's
-    /// triggers off, unless a synced table has a foreign trigger.
+    /// triggers off, unless a synced table has a foreign trigger (``CaptureTriggers``).
     func captureMergeHistoryDirectly(_ state: inout WriterState) throws {
-        guard !state.mergeCapturesHistory, try !hasForeignTriggers(&state) else { return }
-        try state.connection.setTriggersEnabled(false)
-        state.mergeCapturesHistory = true
+        guard !state.triggers.areOff else { return }
+        _ = try state.triggers.turnOffUnlessForeign()
     }
 
-    /// Turns the connection's triggers back on if the merge turned them off.
+    /// Turns the connection's triggers back on if a merge or a local write turned them off.
     func restoreTriggers(_ state: inout WriterState) throws {
-        guard state.mergeCapturesHistory else { return }
-        try state.connection.setTriggersEnabled(true)
-        state.mergeCapturesHistory = false
-    }
-
-    /// Whether some synced table has a trigger whose name is not one logsync gives its own
-    /// (``SchemaSQL/triggerPrefix(_:)``). Looked up again only when the schema cookie changes.
-    private func hasForeignTriggers(_ state: inout WriterState) throws -> Bool {
-        let connection = state.connection
-        let cookie = try connection.int64("PRAGMA schema_version") ?? 0
-        if let known = state.foreignTriggers, known.cookie == cookie { return known.present }
-        let present =
-            try connection.int64(
-                """
-                SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name NOT GLOB '_ls_t[0-9]*'
-                  AND lower(tbl_name) IN (SELECT lower(name) FROM _ls_entity))
-                """) == 1
-        state.foreignTriggers = (cookie, present)
-        return present
+        try state.triggers.turnOn()
     }
 }
 

@@ -19,7 +19,14 @@ struct MergeWriter {
         self.connection = state.connection
         self.catalog = catalog
         self.statements = state.mergeStatements
-        self.capturesHistory = state.mergeCapturesHistory
+        self.capturesHistory = state.triggers.areOff
+    }
+
+    init(connection: Connection, catalog: Catalog, statements: MergeStatements, capturesHistory: Bool) {
+        self.connection = connection
+        self.catalog = catalog
+        self.statements = statements
+        self.capturesHistory = capturesHistory
     }
 
     // MARK: - Row states

@@ -48,19 +48,17 @@ public final class Store: Sendable {
         let connection: Connection
         var clock: HybridLogicalClock
         var nodes: NodeTable
-        let statements = GeneratedStatements()
         /// The merge's per-row statements on this connection.
         let mergeStatements: MergeStatements
         /// The schema cookie at which this connection last made sure `_ls_live` has no orphans.
         var liveStatesCheckedAt: Int64?
         /// The schema cookie at which the synced tables last matched the registered schema (``SchemaDrift``).
         var schemaCheckedAt: Int64?
-        /// The connection's triggers are off and the merge records the history of its writes itself
-        /// (`MergeCapture.swift`). Only ever true inside a sync transaction.
-        var mergeCapturesHistory = false
-        /// Whether some synced table has a trigger logsync did not create, and at which schema cookie
-        /// that was found.
-        var foreignTriggers: (cookie: Int64, present: Bool)?
+        /// The connection's triggers: off while the merge or the library's write helpers record the history
+        /// of their writes themselves (``CaptureTriggers``).
+        let triggers: CaptureTriggers
+        /// History of writes through ``WriteTransaction``'s helpers, recorded with triggers off.
+        let localCapture: LocalCapture
         /// Calls of ``Store/durably(_:)`` under way: the first sets `synchronous=FULL`, the last sets back
         /// what the connection had.
         var durableCalls = 0
@@ -71,6 +69,8 @@ public final class Store: Sendable {
             self.clock = clock
             self.nodes = nodes
             self.mergeStatements = MergeStatements(connection: connection)
+            self.triggers = CaptureTriggers(connection: connection)
+            self.localCapture = LocalCapture(connection: connection, triggers: triggers, statements: mergeStatements)
         }
     }
 
@@ -129,6 +129,9 @@ public final class Store: Sendable {
                 ?? StoreError(.sqlite, "opening the store failed", path: path, cause: error)
         }
     }
+
+    /// Whether the writer connection's triggers are off now (``CaptureTriggers``).
+    var writerTriggersAreOff: Bool { writer.withLock { $0.triggers.areOff } }
 
     /// Waits until the checkpoints handed to the checkpoint thread so far have run (see ``Checkpoints``).
     func waitForBackgroundCheckpoints() {
@@ -190,8 +193,10 @@ public final class Store: Sendable {
             }
             do {
                 let before = try sealPending(&state)
+                state.localCapture.begin()
                 let result = try body(
-                    WriteTransaction(connection: connection, catalog: catalog, path: path, statements: state.statements))
+                    WriteTransaction(connection: connection, catalog: catalog, path: path, capture: state.localCapture))
+                try state.localCapture.finish(catalog)
                 let token = try appendMarker(marker, ifLogGrewPast: before, state: &state)
                 try connection.execute("COMMIT")
                 return (result, token)
@@ -210,9 +215,10 @@ public final class Store: Sendable {
         var walFrames = 0
         var claimed = false
         let result = try writer.withLock { state in
-            // Only a sync transaction turns triggers off, and it turns them back on as it ends; should that
-            // have failed, no other write may run without history capture.
-            try restoreTriggers(&state)
+            // A sync transaction starts with triggers on (the merge turns them off where it records history
+            // itself). A local write leaves them as the last one did: its raw SQL turns them on, its helpers
+            // off (``CaptureTriggers``).
+            if sync { try restoreTriggers(&state) }
             let result = try body(&state)
             walFrames = state.connection.walFrames
             if !inBackground { claimed = checkpoints.claim(walFrames: walFrames) }
