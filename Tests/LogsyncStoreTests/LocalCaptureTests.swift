@@ -128,7 +128,10 @@ struct LocalCaptureTests {
         }
     }
 
-    @Test("the helpers record the same history, rows and shipped changes as the capture triggers", arguments: [UInt64(1), 2, 3, 4])
+    /// `LOGSYNC_LOCAL_CAPTURE_SEEDS=N` runs N seeds for long runs.
+    @Test(
+        "the helpers record the same history, rows and shipped changes as the capture triggers",
+        arguments: propertySeeds("LOGSYNC_LOCAL_CAPTURE_SEEDS", default: 4, from: 1))
     func sameHistory(seed: UInt64) throws {
         var rng = SeededRandom(seed: seed)
         let directory = try TemporaryDirectory("local-capture")
