@@ -56,8 +56,9 @@ enum NoteFixture {
 }
 
 extension PlainStatement {
-    /// Binds a row to ``NoteFixture/plainInsertSQL`` and runs it.
-    func insert(_ row: NoteRow) throws {
+    /// Binds a row to a statement whose parameters are its columns in order (``NoteFixture/plainInsertSQL``)
+    /// and runs it.
+    func run(_ row: NoteRow) throws {
         try bind(row.id, at: 1)
         try bind(row.title, at: 2)
         try bind(row.body, at: 3)
