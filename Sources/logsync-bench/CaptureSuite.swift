@@ -129,7 +129,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
             let seconds = try timed {
                 let insert = try db.prepare(NoteFixture.plainInsertSQL)
                 try db.execute("BEGIN IMMEDIATE")
-                for row in rows { try insert.insert(row) }
+                for row in rows { try insert.run(row) }
                 try db.execute("COMMIT")
             }
             try expect(db, count: rows.count)
@@ -146,7 +146,7 @@ struct CaptureSuite: ParsableCommand, BenchmarkSuite {
                 let insert = try db.prepare(NoteFixture.plainInsertSQL)
                 for row in rows {
                     try db.execute("BEGIN IMMEDIATE")
-                    try insert.insert(row)
+                    try insert.run(row)
                     try db.execute("COMMIT")
                 }
             }

@@ -2,7 +2,7 @@ import Foundation
 import LogsyncCore
 
 /// One pre-generated `Note` row, inserted identically into the plain baseline and the logsync store.
-struct NoteRow: Sendable {
+struct NoteRow: Sendable, Equatable {
     var id: String
     var title: String
     var body: String
@@ -15,6 +15,16 @@ struct NoteRow: Sendable {
     /// The row as `WriteTransaction.insert` takes it.
     var values: [String: DatabaseValue] {
         ["id": .text(id), "title": .text(title), "body": .text(body), "rank": .integer(rank), "score": .real(score)]
+    }
+}
+
+extension NoteRow {
+    /// A row as ``SegmentFixture/selectRows`` reads it; nil when a column is missing or of another type.
+    init?(selected row: [DatabaseValue]) {
+        guard row.count == 5, case .text(let id) = row[0], case .text(let title) = row[1], case .text(let body) = row[2],
+            case .integer(let rank) = row[3], case .real(let score) = row[4]
+        else { return nil }
+        self.init(id: id, title: title, body: body, rank: rank, score: score)
     }
 }
 
@@ -43,6 +53,9 @@ enum NoteFixture {
 
     static let plainInsertSQL = #"INSERT INTO "Note"("id", "title", "body", "rank", "score") VALUES (?, ?, ?, ?, ?)"#
 
+    /// Sets every column of the row with the key; its parameters in the same order as ``plainInsertSQL``'s.
+    static let plainUpdateSQL = #"UPDATE "Note" SET "title" = ?2, "body" = ?3, "rank" = ?4, "score" = ?5 WHERE "id" = ?1"#
+
     /// `count` rows with fresh lowercase UUID keys, a short title, a 40-character body, and numbers.
     static func rows(count: Int) -> [NoteRow] {
         (0..<count).map { i in
@@ -56,8 +69,9 @@ enum NoteFixture {
 }
 
 extension PlainStatement {
-    /// Binds a row to ``NoteFixture/plainInsertSQL`` and runs it.
-    func insert(_ row: NoteRow) throws {
+    /// Binds a row to a statement whose parameters are its columns in order (``NoteFixture/plainInsertSQL``,
+    /// ``NoteFixture/plainUpdateSQL``) and runs it.
+    func run(_ row: NoteRow) throws {
         try bind(row.id, at: 1)
         try bind(row.title, at: 2)
         try bind(row.body, at: 3)

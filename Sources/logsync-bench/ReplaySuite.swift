@@ -22,10 +22,27 @@ import LogsyncStore
 /// A third measurement, after both, bounds what the import can reach while it stores what it stores: the
 /// same rows written by a raw connection with only the import's SQL (triggers off as in the merge; row state,
 /// `Note` row, its history row, a marker per transaction; ``SegmentFixture/importSQLAlone(_:stateBytes:at:)``).
+///
+/// Then a mixed workload, made once (``mixedWorkload(changes:seed:)``): three nodes, each a store with its own
+/// node identity, start from N/2 common rows and concurrently make N changes between them, about 60 % updates
+/// of common rows (one column, or two), 10 % deletes of common rows, 30 % inserts, so that the same rows are
+/// updated on several nodes, or deleted on one and updated on another, and the merge resolves conflicts. Each
+/// round, alternating which side goes first:
+/// - logsync: a fresh target store that has imported the common rows (untimed); timed, every node's segments
+///   decoded and imported as above, node after node. It must end with exactly the rows the three nodes
+///   converged to once each had applied the others' history.
+/// - baseline: `sqlite3changeset_apply` of the net changes, to a fresh plain database holding the common rows
+///   (untimed). The changeset is a session's on a plain database holding the common rows while the rows that
+///   are gone are deleted, those that differ updated and the new ones inserted
+///   (``writeNetChanges(from:to:into:)``): one change per row that differs, where logsync replays every
+///   change of every node, superseded ones included. It is made from the merged result, not by running the
+///   nodes' SQL on one database, so that it leads to exactly the rows the nodes converged to whatever order
+///   the merge's clocks picked; a session records one net change per row either way. Both sides start from
+///   the same rows, must end with the same rows, and time only the apply.
 struct ReplaySuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "replay",
-        abstract: "Replay throughput and segment size, against the session extension's changeset_apply.")
+        abstract: "Replay throughput (insert-only and mixed) and segment size, against the session extension's changeset_apply.")
 
     @OptionGroup var options: SuiteOptions
 
@@ -92,6 +109,34 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         Report.emit(metric("segment_bytes_per_change", segmentBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
         Report.emit(metric("segment_uncompressed_bytes_per_change", bodyBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
         Report.emit(metric("changeset_bytes_per_change", changesetBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
+
+        try runMixed(sizes)
+    }
+
+    /// The mixed workload's rounds and metrics.
+    func runMixed(_ sizes: Sizes) throws {
+        Report.progress(
+            "replay/mixed: \(Self.mixedNodes) nodes, \(grouped(sizes.changes)) changes (updates, deletes, inserts of the same rows) "
+                + "from \(grouped(sizes.changes / 2)) common starting rows, \(sizes.rounds) rounds")
+        // Untimed: pages in the merge's update and delete paths before the first measured round.
+        _ = try Self.mixedRound(try Self.mixedWorkload(changes: Sizes.warmUp.changes, seed: 1), oursFirst: false)
+
+        let workload = try Self.mixedWorkload(changes: sizes.changes, seed: 39)
+        Report.progress("  \(workload.summary)")
+        var results: [MixedResult] = []
+        for index in 0..<sizes.rounds {
+            let result = try Self.mixedRound(workload, oursFirst: index % 2 == 1)
+            results.append(result)
+            Report.progress(
+                "  mixed round \(index + 1)/\(sizes.rounds): changeset_apply \(formatted(result.applySeconds)) s, "
+                    + "ours \(formatted(result.oursSeconds)) s (waiting for decode \(formatted(result.decodeSeconds)) s), "
+                    + "ratio \(formatted(result.throughputRatio, decimals: 4))")
+        }
+        let ours = Stats.median(results.map(\.oursSeconds))
+        let changes = Double(workload.changes)
+        Report.emit(metric(
+            "replay_mixed_vs_changeset_apply", Stats.median(results.map(\.throughputRatio)), unit: "x", goal: 0.6, .higher, decimals: 3))
+        Report.emit(metric("replay_mixed_changes_per_s", changes / ours, unit: "changes/s", goal: nil, .higher, decimals: 0))
     }
 
     // MARK: - One round

@@ -155,7 +155,7 @@ enum SegmentFixture {
                         try lookup.bind(row.id, at: 2)
                         guard try !lookup.hasRow() else { throw BenchError("row \(row.id) already has a state") }
                     }
-                    try insert.insert(row)
+                    try insert.run(row)
                     let rowID = db.lastInsertedRowID
                     packedKeys.append(3)
                     packedKeys.append(UInt8(row.id.utf8.count))
@@ -209,8 +209,18 @@ enum SegmentFixture {
     /// ``transactionRows`` rows, with a session attached to `Note` before the first insert, and returns the
     /// session's changeset.
     static func sessionChangeset(_ rows: ArraySlice<NoteRow>, at path: String) throws -> [UInt8] {
+        try sessionChangeset(at: path) { try insertPlain(rows, into: $0) }
+    }
+
+    /// A fresh plain database at `path` (the store's DDL and pragmas) holding `starting` (inserted before the
+    /// session exists), then a session attached to `Note` while `write` runs: returns the session's changeset,
+    /// the net change `write` made to each row.
+    static func sessionChangeset(
+        at path: String, holding starting: ArraySlice<NoteRow> = [], _ write: (PlainDatabase) throws -> Void
+    ) throws -> [UInt8] {
         let db = try PlainDatabase(path: path)
         try db.execute(NoteFixture.plainDDL)
+        try insertPlain(starting, into: db)
         return try withExtendedLifetime(db) {
             var created: OpaquePointer?
             var rc = sqlite3session_create(db.handle, "main", &created)
@@ -219,15 +229,7 @@ enum SegmentFixture {
             rc = sqlite3session_attach(session, "Note")
             guard rc == SQLITE_OK else { throw db.error(rc, "sqlite3session_attach(Note)") }
 
-            let insert = try db.prepare(NoteFixture.plainInsertSQL)
-            var start = rows.startIndex
-            while start < rows.endIndex {
-                let end = min(start + transactionRows, rows.endIndex)
-                try db.execute("BEGIN IMMEDIATE")
-                for row in rows[start..<end] { try insert.insert(row) }
-                try db.execute("COMMIT")
-                start = end
-            }
+            try write(db)
 
             var size: Int32 = 0
             var buffer: UnsafeMutableRawPointer?
@@ -239,10 +241,14 @@ enum SegmentFixture {
     }
 
     /// Seconds for `sqlite3changeset_apply` to apply `changeset` to a fresh plain database at `path` (same
-    /// DDL and pragmas); it runs the whole changeset in one savepoint of its own. Checks the row count.
-    static func applyChangeset(_ changeset: [UInt8], rows: Int, at path: String, describe: Bool = false) throws -> Double {
+    /// DDL and pragmas) that holds `starting` (inserted untimed); it runs the whole changeset in one savepoint
+    /// of its own, and a conflict aborts it. Checks that `rows` rows are left.
+    static func applyChangeset(
+        _ changeset: [UInt8], rows: Int, at path: String, holding starting: ArraySlice<NoteRow> = [], describe: Bool = false
+    ) throws -> Double {
         let db = try PlainDatabase(path: path)
         try db.execute(NoteFixture.plainDDL)
+        try insertPlain(starting, into: db)
         var changeset = changeset
         let seconds = try withExtendedLifetime(db) {
             var rc: Int32 = SQLITE_OK
@@ -265,6 +271,19 @@ enum SegmentFixture {
             Report.progress("    changeset_apply target on disk: \(grouped(Int(pages * size) / 1024)) KiB (Note and its key index only)")
         }
         return seconds
+    }
+
+    /// Inserts `rows` into `db` in transactions of ``transactionRows`` rows.
+    static func insertPlain(_ rows: ArraySlice<NoteRow>, into db: PlainDatabase) throws {
+        let insert = try db.prepare(NoteFixture.plainInsertSQL)
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let end = min(start + transactionRows, rows.endIndex)
+            try db.execute("BEGIN IMMEDIATE")
+            for row in rows[start..<end] { try insert.run(row) }
+            try db.execute("COMMIT")
+            start = end
+        }
     }
 }
 

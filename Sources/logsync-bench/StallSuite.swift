@@ -15,8 +15,17 @@ import Synchronization
 ///
 /// Two variants: the writer uses the same `Store` object as the import (it waits on the store's writer
 /// lock), or a second `Store` opened on the same file in the same process (it waits in SQLite's busy
-/// handler). Each round runs both on fresh files, alternating which goes first; a figure is the median
-/// over rounds of the per-round figure (the longest wait of a round, its p50, …).
+/// handler).
+///
+/// Against: the same writer with no import running (`idle`): a fresh target store set up as for the
+/// same-store variant, the same writer loop, for as long as the latest same-store import took (round 1
+/// starts with one). Its longest write is what this disk's fsync and checkpoints cost a one-row commit
+/// anyway; `writer_stall_vs_idle` is the stall over it, so it says what the import adds. The idle store
+/// stays small (only the local writes), as the import's target starts empty.
+///
+/// Each round runs the three on fresh files, in one order (same store, other connection, idle) and the
+/// next round in the reverse order, so that which goes first alternates; a figure is the median over rounds
+/// of the per-round figure (the longest wait of a round, its p50, the stall over the idle longest write, …).
 struct StallSuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "stall",
@@ -31,6 +40,8 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
     enum Variant: String {
         case sameStore = "same store"
         case otherConnection = "other connection"
+        /// The same-store setup and writer with no import running.
+        case idle = "idle, no import"
     }
 
     func run() throws {
@@ -61,9 +72,21 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
 
         var same: [RoundResult] = []
         var other: [RoundResult] = []
+        var idle: [RoundResult] = []
         for index in 0..<sizes.rounds {
-            let order: [Variant] = index % 2 == 0 ? [.sameStore, .otherConnection] : [.otherConnection, .sameStore]
+            let order: [Variant] = index % 2 == 0 ? [.sameStore, .otherConnection, .idle] : [.idle, .otherConnection, .sameStore]
             for variant in order {
+                if variant == .idle {
+                    // As long as the latest same-store import: this round's, or (idle first) the round before's.
+                    let result = try Self.measure(segments, changes: changes, variant: .idle, idleSeconds: same.last!.importSeconds)
+                    idle.append(result)
+                    Report.progress(
+                        "  round \(index + 1)/\(sizes.rounds), \(variant.rawValue): longest write \(formatted(result.maximum * 1e3, decimals: 2)) ms, "
+                            + "p50 \(formatted(result.p50 * 1e3, decimals: 3)) ms, p99 \(formatted(result.p99 * 1e3, decimals: 2)) ms, "
+                            + "\(grouped(result.writes)) local writes (\(result.failures) failed) in \(formatted(result.importSeconds)) s; longest write = "
+                            + "\(formatted(result.longestWait * 1e3, decimals: 1)) ms before its body + \(formatted(result.longestCommit * 1e3, decimals: 1)) ms after it")
+                    continue
+                }
                 let result = try Self.measure(segments, changes: changes, variant: variant)
                 if variant == .sameStore { same.append(result) } else { other.append(result) }
                 Report.progress(
@@ -78,14 +101,14 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
                         + "longest COMMIT part of any write \(formatted(result.maximumCommit * 1e3, decimals: 1)) ms")
             }
         }
-        for (variant, results) in [(Variant.sameStore, same), (.otherConnection, other)] {
+        for (variant, results) in [(Variant.sameStore, same), (.otherConnection, other), (.idle, idle)] {
             Report.progress(
                 "  \(variant.rawValue): longest write per round "
                     + results.map { formatted($0.maximum * 1e3, decimals: 2) }.joined(separator: ", ")
                     + " ms (median \(formatted(Stats.median(results.map(\.maximum)) * 1e3, decimals: 2)) ms, worst "
                     + "\(formatted(results.map(\.maximum).max()! * 1e3, decimals: 2)) ms)")
         }
-        let failures = (same + other).reduce(0) { $0 + $1.failures }
+        let failures = (same + other + idle).reduce(0) { $0 + $1.failures }
         if failures > 0 {
             Report.progress("  warning: \(failures) local writes failed (their waits are included in the latencies)")
         }
@@ -98,6 +121,9 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
         Report.emit(metric("local_writes", Stats.median(same.map { Double($0.writes) }), unit: "writes", goal: nil, .higher, decimals: 0))
         Report.emit(metric(
             "writer_stall_other_connection_ms", Stats.median(other.map(\.maximum)) * 1e3, unit: "ms", goal: nil, .lower, decimals: 2))
+        Report.emit(metric("writer_idle_stall_ms", Stats.median(idle.map(\.maximum)) * 1e3, unit: "ms", goal: nil, .lower, decimals: 2))
+        Report.emit(metric(
+            "writer_stall_vs_idle", Stats.median(zip(same, idle).map { $0.maximum / $1.maximum }), unit: "x", goal: 2.0, .lower, decimals: 3))
     }
 
     // MARK: - One measurement
@@ -109,7 +135,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
         var p99: Double
         var writes: Int
         var failures: Int
-        /// The whole import (decoding included), in seconds.
+        /// The whole import (decoding included), in seconds; idle: how long the writer ran.
         var importSeconds: Double
         /// The part of it spent waiting for a segment to be decoded (on another thread).
         var decodeSeconds: Double
@@ -123,23 +149,28 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
         var maximumSpan: Int
     }
 
-    /// Imports `segments` into a fresh target store while a local writer runs on another thread.
-    static func measure(_ segments: [OutboxSegment], changes: Int, variant: Variant) throws -> RoundResult {
+    /// Imports `segments` into a fresh target store while a local writer runs on another thread; `idle`:
+    /// the same store and writer, with no import, for `idleSeconds`.
+    static func measure(_ segments: [OutboxSegment], changes: Int, variant: Variant, idleSeconds: Double = 0) throws -> RoundResult {
         try withTemporaryDirectory { directory in
             let path = directory.file("target.sqlite")
             let target = try Store(path: path, schema: NoteFixture.schema)
-            let local = variant == .sameStore ? target : try Store(path: path, schema: NoteFixture.schema)
+            let local = variant == .otherConnection ? try Store(path: path, schema: NoteFixture.schema) : target
             let writer = LocalWriter(store: local)
             writer.start()
 
             let clock = ContinuousClock()
             var imported = SegmentFixture.Imported()
             let importStart = clock.now
-            do {
-                imported = try SegmentFixture.importAll(segments, into: target, segmentApplied: writer.segmentImported)
-            } catch {
-                _ = writer.stop()
-                throw error
+            if variant == .idle {
+                Thread.sleep(forTimeInterval: idleSeconds)
+            } else {
+                do {
+                    imported = try SegmentFixture.importAll(segments, into: target, segmentApplied: writer.segmentImported)
+                } catch {
+                    _ = writer.stop()
+                    throw error
+                }
             }
             let importSeconds = (clock.now - importStart).seconds
             let samples = writer.stop()
@@ -149,7 +180,7 @@ struct StallSuite: ParsableCommand, BenchmarkSuite {
                 Report.progress("  \(variant.rawValue): \(samples.failures) local writes failed; first: \(message)")
             }
             let succeeded = samples.latencies.count - samples.failures
-            try SegmentFixture.expectRows(target, changes + succeeded, "the target store")
+            try SegmentFixture.expectRows(target, (variant == .idle ? 0 : changes) + succeeded, "the target store")
             let sorted = samples.latencies.sorted()
             let longest = samples.waits.indices.max { samples.waits[$0] + samples.commits[$0] < samples.waits[$1] + samples.commits[$1] }
             return RoundResult(
