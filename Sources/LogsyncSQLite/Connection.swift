@@ -127,6 +127,26 @@ package final class Connection {
     /// the short gaps a batched import leaves between its transactions. Polling each millisecond costs a
     /// few wake-ups while waiting and turns those gaps into turns.
     package func setBusyTimeout(milliseconds: Int32) throws(SQLiteError) {
+        busyMilliseconds = milliseconds
+        try installBusyHandler(milliseconds: milliseconds)
+    }
+
+    /// The wait ``setBusyTimeout(milliseconds:)`` set, which ``beginImmediateUnlessBusy()`` puts back.
+    private var busyMilliseconds: Int32 = 0
+
+    /// `BEGIN IMMEDIATE` if SQLite's write lock is free now; false, and no transaction, when another
+    /// connection holds it (the caller can then say that it waits, and wait).
+    package func beginImmediateUnlessBusy() throws(SQLiteError) -> Bool {
+        try installBusyHandler(milliseconds: 0)
+        defer { try? installBusyHandler(milliseconds: busyMilliseconds) }
+        let rc = sqlite3_exec(handle, "BEGIN IMMEDIATE", nil, nil, nil)
+        if rc == SQLITE_OK { return true }
+        let error = error(rc, sql: "BEGIN IMMEDIATE")
+        if error.code == SQLITE_BUSY { return false }
+        throw error
+    }
+
+    private func installBusyHandler(milliseconds: Int32) throws(SQLiteError) {
         let limit = UnsafeMutableRawPointer(bitPattern: Int(max(milliseconds, 0)) + 1)
         let rc = sqlite3_busy_handler(handle, { limit, attempts in
             let milliseconds = Int32(Int(bitPattern: limit) - 1)

@@ -3,6 +3,7 @@ import LogsyncCore
 import LogsyncPlatform
 @testable import LogsyncStore
 import LogsyncTestKit
+import Synchronization
 import Testing
 import LogsyncSQLite
 
@@ -109,8 +110,8 @@ struct ImportBatchingTests {
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(30)]])
     }
 
-    @Test("a write through a Store announces itself until it has committed, to any other descriptor or process")
-    func writesAnnounce() throws {
+    @Test("a write that finds the write lock held announces itself to any descriptor or process until it has committed; one that finds it free, to none")
+    func writesAnnounce() async throws {
         let directory = try TemporaryDirectory("batch")
         let path = directory.file("s.sqlite")
         let store = try Store(path: path, schema: Self.schema)
@@ -118,13 +119,31 @@ struct ImportBatchingTests {
         let probe = try AnnouncementLock(path: WriterIntent.path(of: path))
         #expect(!probe.isAnnounced)
         #expect(!store.intent.writerWaits)
+        // Uncontended: the writer's own process knows, no other needs to.
         try other.write { tx in
-            #expect(probe.isAnnounced)
-            #expect(store.intent.writerWaits, "the importing store sees the other store's writer")
+            #expect(!probe.isAnnounced)
+            #expect(other.intent.writersOfThisProcess)
             try tx.execute("INSERT INTO Doc(id, body) VALUES (?, 'x')", [Fixtures.id()])
         }
+        #expect(!other.intent.writersOfThisProcess)
+
+        // Another connection holds SQLite's write lock, as an import in another process would.
+        let holder = try Connection(path: path)
+        try holder.execute("BEGIN IMMEDIATE")
+        let written = Mutex(false)
+        let writer = Thread {
+            try? other.write { tx in try tx.execute("INSERT INTO Doc(id, body) VALUES (?, 'y')", [Fixtures.id()]) }
+            written.withLock { $0 = true }
+        }
+        writer.start()
+        try await eventually(within: .seconds(60), "a waiting writer announces itself") { probe.isAnnounced }
+        #expect(store.intent.writerWaits, "the importing store sees the other store's writer")
+        #expect(!written.withLock { $0 })
+        try holder.execute("COMMIT")
+        try await eventually(within: .seconds(60), "the waiting write commits once the lock is free") { written.withLock { $0 } }
         #expect(!probe.isAnnounced)
         #expect(!store.intent.writerWaits)
+        #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(2)]])
     }
 
     @Test("an announcement ends when its lock is closed (as when a writer process dies)")

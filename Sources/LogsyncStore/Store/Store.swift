@@ -185,25 +185,40 @@ public final class Store: Sendable {
 
     private func write<T>(marker: Marker, _ body: (WriteTransaction) throws -> T) throws -> (result: T, token: HistoryToken?) {
         try withWriter(sync: false) { state in
-            let connection = state.connection
             do {
-                try connection.execute("BEGIN IMMEDIATE")
+                if try state.connection.beginImmediateUnlessBusy() { return try write(marker: marker, state: &state, body) }
             } catch {
                 throw Self.storeError(error, path: path, doing: "starting a write transaction")
             }
-            do {
-                let before = try sealPending(&state)
-                state.localCapture.begin()
-                let result = try body(
-                    WriteTransaction(connection: connection, catalog: catalog, path: path, capture: state.localCapture))
-                try state.localCapture.finish(catalog)
-                let token = try appendMarker(marker, ifLogGrewPast: before, state: &state)
-                try connection.execute("COMMIT")
-                return (result, token)
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw Self.storeError(error, path: path, doing: "writing")
+            // Another connection writes (an import in another process, perhaps): say so, and wait.
+            return try intent.announcedToAll {
+                do {
+                    try state.connection.execute("BEGIN IMMEDIATE")
+                } catch {
+                    throw Self.storeError(error, path: path, doing: "starting a write transaction")
+                }
+                return try write(marker: marker, state: &state, body)
             }
+        }
+    }
+
+    /// The rest of a local write, once its transaction has begun.
+    private func write<T>(
+        marker: Marker, state: inout WriterState, _ body: (WriteTransaction) throws -> T
+    ) throws -> (result: T, token: HistoryToken?) {
+        let connection = state.connection
+        do {
+            let before = try sealPending(&state)
+            state.localCapture.begin()
+            let result = try body(
+                WriteTransaction(connection: connection, catalog: catalog, path: path, capture: state.localCapture))
+            try state.localCapture.finish(catalog)
+            let token = try appendMarker(marker, ifLogGrewPast: before, state: &state)
+            try connection.execute("COMMIT")
+            return (result, token)
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw Self.storeError(error, path: path, doing: "writing")
         }
     }
 
