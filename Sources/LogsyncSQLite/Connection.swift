@@ -60,6 +60,12 @@ package final class Connection {
         guard rc == SQLITE_OK else { throw error(rc, sql: sql) }
     }
 
+    /// Runs one statement without arguments, prepared once and kept (`BEGIN`, `COMMIT` on a write path):
+    /// ``execute(_:)`` compiles its SQL on every call.
+    package func run(_ sql: String) throws(SQLiteError) {
+        try cached(sql).run()
+    }
+
     /// Runs one statement with arguments, discarding any rows.
     package func execute(_ sql: String, _ arguments: [DatabaseValue]) throws(SQLiteError) {
         let statement = try cached(sql)
@@ -139,11 +145,12 @@ package final class Connection {
     package func beginImmediateUnlessBusy() throws(SQLiteError) -> Bool {
         try installBusyHandler(milliseconds: 0)
         defer { try? installBusyHandler(milliseconds: busyMilliseconds) }
-        let rc = sqlite3_exec(handle, "BEGIN IMMEDIATE", nil, nil, nil)
-        if rc == SQLITE_OK { return true }
-        let error = error(rc, sql: "BEGIN IMMEDIATE")
-        if error.code == SQLITE_BUSY { return false }
-        throw error
+        do {
+            try run("BEGIN IMMEDIATE")
+            return true
+        } catch where error.code == SQLITE_BUSY {
+            return false
+        }
     }
 
     private func installBusyHandler(milliseconds: Int32) throws(SQLiteError) {

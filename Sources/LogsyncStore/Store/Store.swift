@@ -193,7 +193,7 @@ public final class Store: Sendable {
             // Another connection writes (an import in another process, perhaps): say so, and wait.
             return try intent.announcedToAll {
                 do {
-                    try state.connection.execute("BEGIN IMMEDIATE")
+                    try state.connection.run("BEGIN IMMEDIATE")
                 } catch {
                     throw Self.storeError(error, path: path, doing: "starting a write transaction")
                 }
@@ -214,7 +214,7 @@ public final class Store: Sendable {
                 WriteTransaction(connection: connection, catalog: catalog, path: path, capture: state.localCapture))
             try state.localCapture.finish(catalog)
             let token = try appendMarker(marker, ifLogGrewPast: before, state: &state)
-            try connection.execute("COMMIT")
+            try connection.run("COMMIT")
             return (result, token)
         } catch {
             try? connection.execute("ROLLBACK")
@@ -252,12 +252,12 @@ public final class Store: Sendable {
     /// Returns the last `seq` in the log afterwards.
     func sealPending(_ state: inout WriterState) throws -> Int64 {
         let connection = state.connection
-        let last = try connection.rows("SELECT seq, kind, hlc FROM _ls_log ORDER BY seq DESC LIMIT 1").first
-        guard let last, case .integer(let seq) = last[0], case .integer(let kind) = last[1] else { return 0 }
+        let newest = try connection.cached("SELECT seq, kind, hlc FROM _ls_log ORDER BY seq DESC LIMIT 1")
+        guard try newest.step() else { return 0 }
+        let (seq, kind, hlc) = (newest.int64(at: 0), newest.int64(at: 1), newest.isNull(at: 2) ? nil : newest.int64(at: 2))
+        newest.reset()
         if kind == 0 {
-            if case .integer(let hlc) = last[2] {
-                state.clock.observe(HLCTimestamp(storageValue: hlc), physicalMilliseconds: WallClock.milliseconds())
-            }
+            if let hlc { state.clock.observe(HLCTimestamp(storageValue: hlc), physicalMilliseconds: WallClock.milliseconds()) }
             return seq
         }
         if let hlc = try connection.int64("SELECT hlc FROM _ls_log WHERE kind = 0 ORDER BY seq DESC LIMIT 1") {
@@ -325,13 +325,18 @@ public final class Store: Sendable {
         } else {
             timestamp = state.clock.tick(physicalMilliseconds: now)
         }
-        try state.connection.execute(
-            "INSERT INTO _ls_log(kind, hlc, author, context, origin) SELECT 0, ?, ?, ?, ? "
-                + "WHERE (SELECT max(seq) FROM _ls_log) > ?",
-            [
-                .integer(timestamp.storageValue), marker.author.map { .text($0) } ?? .null,
-                marker.context.map { .text($0) } ?? .null, marker.origin.map { .text($0) } ?? .null, .integer(seq),
-            ])
+        // Bound in place: this runs once per write, one-row commits included.
+        let statement = try state.connection.cached(
+            "INSERT INTO _ls_log(kind, hlc, author, context, origin) SELECT 0, ?, ?, ?, ? WHERE (SELECT max(seq) FROM _ls_log) > ?")
+        try statement.bind(timestamp.storageValue, at: 1)
+        func bind(_ text: String?, at index: Int32) throws {
+            if let text { try statement.bind(.text(text), at: index) } else { try statement.bindNull(at: index) }
+        }
+        try bind(marker.author, at: 2)
+        try bind(marker.context, at: 3)
+        try bind(marker.origin, at: 4)
+        try statement.bind(seq, at: 5)
+        try statement.run()
         guard state.connection.changes > 0 else { return nil }
         return HistoryToken(state.connection.lastInsertedRowID)
     }
