@@ -46,6 +46,11 @@ final class MergeStatements {
     private var entities: [Int64: Entity] = [:]
     private var runs: [Int64: (count: Int, rows: Statement, states: Statement, rowID: Statement)] = [:]
     private var lastEntity: (id: Int64, statements: Entity)?
+    private var updates: [UpdateKey: Statement] = [:]
+    private struct UpdateKey: Hashable {
+        let entity: Int64
+        let mask: Int64
+    }
 
     /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
     /// allocate a new buffer per row.
@@ -132,6 +137,18 @@ final class MergeStatements {
         let rowID = try connection.prepare(info.sql.rowID)
         runs[info.id] = (count, rows, states, rowID)
         return (rows, states, rowID)
+    }
+
+    /// `UPDATE t SET <the columns in mask, in bit order> = ? … WHERE <key> = ?`.
+    func update(of info: Catalog.EntityInfo, mask: Int64) throws -> Statement {
+        let key = UpdateKey(entity: info.id, mask: mask)
+        if let statement = updates[key] { return statement }
+        let columns = info.columns.indices.filter { mask & (Int64(1) << Int64($0)) != 0 }.map { SchemaSQL.quote(info.columns[$0]) }
+        let statement = try connection.prepare(
+            "UPDATE \(SchemaSQL.quote(info.entity.name)) SET " + columns.map { "\($0) = ?" }.joined(separator: ", ")
+                + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?")
+        updates[key] = statement
+        return statement
     }
 
     private func prepared(_ slot: inout Statement?, _ sql: String) throws -> Statement {

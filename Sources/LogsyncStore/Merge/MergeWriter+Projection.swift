@@ -129,7 +129,7 @@ extension MergeWriter {
         _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool,
         nodes: inout NodeTable, fresh: FreshRow? = nil
     ) throws {
-        let actual = isNew ? nil : try baseRow(info, primaryKey)
+        let actual = isNew ? nil : try baseValues(info, primaryKey)
         guard state.exists else {
             if actual != nil { try deleteRow(info, primaryKey) }
             if savesWithRow { try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes) }
@@ -158,12 +158,12 @@ extension MergeWriter {
             }
             return
         }
-        var changed: [(column: String, value: DatabaseValue)] = []
-        for (bit, column) in info.columns.enumerated() {
+        var changed: [(bit: Int, value: DatabaseValue)] = []
+        for bit in info.columns.indices {
             let value = info.value(at: bit, of: state)
-            if actual[column] != value { changed.append((column, value)) }
+            if actual[bit] != value { changed.append((bit, value)) }
         }
         guard !changed.isEmpty else { return }
-        try updateRow(info, primaryKey, changed)
+        try updateRow(info, primaryKey, bits: changed)
     }
 }

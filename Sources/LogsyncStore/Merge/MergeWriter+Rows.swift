@@ -27,18 +27,24 @@ extension MergeWriter {
         try statement.run()
     }
 
-    /// `UPDATE` of some columns (at least one) of one row. Rarer than inserts and with varying columns, so
-    /// its statements are found by their SQL in the connection's cache.
+    /// `UPDATE` of some columns (at least one) of one row, by name.
     func updateRow(
         _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, _ changes: [(column: String, value: DatabaseValue)]
     ) throws {
-        let sql =
-            "UPDATE \(SchemaSQL.quote(info.entity.name)) SET "
-            + changes.map { "\(SchemaSQL.quote($0.column)) = ?" }.joined(separator: ", ")
-            + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
-        try connection.execute(sql, changes.map(\.value) + [primaryKey])
+        let bits = changes.compactMap { change in info.bit(of: change.column).map { (bit: $0, value: change.value) } }
+        try updateRow(info, primaryKey, bits: bits.sorted { $0.bit < $1.bit })
+    }
+
+    /// `UPDATE` of some columns (at least one) of one row, by bit, in increasing order. Its statement is
+    /// prepared once per entity and column set (``MergeStatements/update(of:mask:)``).
+    func updateRow(_ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, bits changes: [(bit: Int, value: DatabaseValue)]) throws {
+        let mask = changes.reduce(Int64(0)) { $0 | Int64(1) << Int64($1.bit) }
+        let statement = try statements.update(of: info, mask: mask)
+        for (index, change) in changes.enumerated() { try statement.bind(change.value, at: Int32(index) + 1) }
+        try statement.bind(primaryKey, at: Int32(changes.count) + 1)
+        try statement.run()
         if capturesHistory, connection.changes > 0 {
-            try recordUpdate(of: primaryKey, info: info, mask: info.mask(of: changes.map(\.column)))
+            try recordUpdate(of: primaryKey, info: info, mask: mask)
         }
     }
 
@@ -127,15 +133,17 @@ extension MergeWriter {
 
     /// The visible row's non-key columns, or nil when it is not in the table.
     func baseRow(_ info: Catalog.EntityInfo, _ key: DatabaseValue) throws -> [String: DatabaseValue]? {
+        guard let values = try baseValues(info, key) else { return nil }
+        return Dictionary(uniqueKeysWithValues: zip(info.columns, values))
+    }
+
+    /// The row's column values in bit order, or nil when the table has no such row.
+    func baseValues(_ info: Catalog.EntityInfo, _ key: DatabaseValue) throws -> [DatabaseValue]? {
         let statement = try statements.rows(of: info).select
         try statement.bind(key, at: 1)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
-        var row: [String: DatabaseValue] = Dictionary(minimumCapacity: info.columns.count)
-        for (index, column) in info.columns.enumerated() {
-            row[column] = statement.value(at: index)
-        }
-        return row
+        return (0..<info.columns.count).map { statement.value(at: $0) }
     }
 }
 
