@@ -111,11 +111,12 @@ struct ImportBatchingTests {
     }
 
     @Test("a write that finds the write lock held announces itself to any descriptor or process until it has committed; one that finds it free, to none")
-    func writesAnnounce() async throws {
+    func writesAnnounce() throws {
         let directory = try TemporaryDirectory("batch")
         let path = directory.file("s.sqlite")
         let store = try Store(path: path, schema: Self.schema)
-        let other = try Store(path: path, schema: Self.schema)
+        // A busy timeout far longer than the test: the waiting write must still be waiting when it is looked at.
+        let other = try Store(path: path, schema: Self.schema, options: StoreOptions(busyTimeoutMilliseconds: 600_000))
         let probe = try AnnouncementLock(path: WriterIntent.path(of: path))
         #expect(!probe.isAnnounced)
         #expect(!store.intent.writerWaits)
@@ -127,20 +128,27 @@ struct ImportBatchingTests {
         }
         #expect(!other.intent.writersOfThisProcess)
 
-        // Another connection holds SQLite's write lock, as an import in another process would.
+        // Another connection holds SQLite's write lock, as an import in another process would. Waits here
+        // poll on this thread, not the cooperative pool, which other tests may hold for many seconds.
         let holder = try Connection(path: path)
         try holder.execute("BEGIN IMMEDIATE")
-        let written = Mutex(false)
+        let outcome = Mutex<Result<Void, any Error>?>(nil)
         let writer = Thread {
-            try? other.write { tx in try tx.execute("INSERT INTO Doc(id, body) VALUES (?, 'y')", [Fixtures.id()]) }
-            written.withLock { $0 = true }
+            let result = Result { try other.write { tx in try tx.execute("INSERT INTO Doc(id, body) VALUES (?, 'y')", [Fixtures.id()]) } }
+            outcome.withLock { $0 = result }
         }
         writer.start()
-        try await eventually(within: .seconds(60), "a waiting writer announces itself") { probe.isAnnounced }
+        func awaitCondition(_ condition: () -> Bool) -> Bool {
+            let deadline = ContinuousClock.now + .seconds(120)
+            while !condition(), ContinuousClock.now < deadline { Pause.microseconds(1_000) }
+            return condition()
+        }
+        #expect(awaitCondition { probe.isAnnounced }, "a waiting writer announces itself")
         #expect(store.intent.writerWaits, "the importing store sees the other store's writer")
-        #expect(!written.withLock { $0 })
+        #expect(outcome.withLock { $0 == nil }, "the write waits for the lock")
         try holder.execute("COMMIT")
-        try await eventually(within: .seconds(60), "the waiting write commits once the lock is free") { written.withLock { $0 } }
+        #expect(awaitCondition { outcome.withLock { $0 != nil } }, "the waiting write commits once the lock is free")
+        #expect(throws: Never.self) { try outcome.withLock { $0 }?.get() }
         #expect(!probe.isAnnounced)
         #expect(!store.intent.writerWaits)
         #expect(try store.read("SELECT count(*) FROM Doc") == [[.integer(2)]])

@@ -18,18 +18,20 @@ final class MergeStatements {
         let delete: Statement
         let liveState: Statement
         let deleteLiveState: Statement
+        let updateLiveState: Statement
         let deleteHistory: Statement
         let moveLiveState: Statement
 
         init(
             select: Statement, insert: Statement, delete: Statement, liveState: Statement, deleteLiveState: Statement,
-            deleteHistory: Statement, moveLiveState: Statement
+            updateLiveState: Statement, deleteHistory: Statement, moveLiveState: Statement
         ) {
             self.select = select
             self.insert = insert
             self.delete = delete
             self.liveState = liveState
             self.deleteLiveState = deleteLiveState
+            self.updateLiveState = updateLiveState
             self.deleteHistory = deleteHistory
             self.moveLiveState = moveLiveState
         }
@@ -121,6 +123,7 @@ final class MergeStatements {
             select: try connection.prepare(info.sql.select), insert: try connection.prepare(info.sql.insert),
             delete: try connection.prepare(info.sql.delete), liveState: try connection.prepare(info.sql.liveState),
             deleteLiveState: try connection.prepare(info.sql.deleteLiveState),
+            updateLiveState: try connection.prepare(info.sql.updateLiveState),
             deleteHistory: try connection.prepare(info.sql.deleteHistory), moveLiveState: try connection.prepare(info.sql.moveLiveState))
         entities[info.id] = statements
         lastEntity = (info.id, statements)

@@ -4,7 +4,7 @@ import LogsyncSQLite
 /// Keeps a store's synced tables equal to the projection of its merged row states (`docs/merge.md`),
 /// incrementally: runs inside a write transaction, on the writer connection.
 ///
-/// Every row's ``RowState`` lives in `_ls_row` or, while its row is as an import inserted it, in
+/// Every row's ``RowState`` lives in `_ls_row` or, while a row an import inserted stays in the table, in
 /// `_ls_live` (``SchemaSQL/rowStates``, `LiveStates.swift`). `_ls_ref` indexes raw references (including those of
 /// hidden rows) so the rows that depend on a changed row can be found; `_ls_alias` records unique-key
 /// losers and their survivors.
@@ -100,9 +100,15 @@ struct MergeWriter {
     func saveState(
         _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, previous: RowState?, nodes: inout NodeTable
     ) throws {
+        if previous != nil, info.isIsolated {
+            // A state found by its row's rowid is replaced where it is: a changed row keeps its state in
+            // `_ls_live` until the row leaves the table (`docs/merge.md`). Isolated rows have no references.
+            try writeState(state, primaryKey: primaryKey, info: info, with: try statements.rows(of: info).updateLiveState, nodes: &nodes)
+            if connection.changes > 0 { return }
+        }
         try writeState(state, primaryKey: primaryKey, info: info, with: try statements.saveState(), nodes: &nodes)
         if previous != nil {
-            // A changed state leaves `_ls_live` for good, wherever it was.
+            // Wherever it was, the state is in `_ls_row` now.
             let statement = try statements.rows(of: info).deleteLiveState
             try bindRow(statement, primaryKey, info: info)
             try statement.run()

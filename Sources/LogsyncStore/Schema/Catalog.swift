@@ -123,6 +123,8 @@ struct RowSQL: Sendable {
     let liveState: String
     /// Deletes the row's state from `_ls_live`, if it has one there; parameters (entity, key).
     let deleteLiveState: String
+    /// Replaces the row's state in `_ls_live`, if it has one there; parameters (entity, key, cl, state).
+    let updateLiveState: String
     /// The ids of the entity's `_ls_live` states whose row is gone or has another key; parameter (entity).
     let liveOrphans: String
     /// What the delete trigger records, for a delete the merge runs with triggers off: the history row
@@ -146,6 +148,7 @@ struct RowSQL: Sendable {
         let live = "id = \(liveID) AND pk = ?2"
         liveState = "SELECT id, cl, state FROM _ls_live WHERE \(live)"
         deleteLiveState = "DELETE FROM _ls_live WHERE \(live)"
+        updateLiveState = "UPDATE _ls_live SET cl = ?3, state = ?4 WHERE \(live)"
         let bits = SchemaSQL.liveRowIDBits
         liveOrphans =
             "SELECT l.id FROM _ls_live l WHERE \(SchemaSQL.liveRange(entity: "?1", id: "l.id")) "

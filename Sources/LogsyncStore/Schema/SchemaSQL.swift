@@ -137,13 +137,14 @@ enum SchemaSQL {
 
     /// The merge's row states (`docs/merge.md`), one per row ever seen, each in one of two tables.
     ///
-    /// `_ls_live` holds the states of rows an import inserted and nothing has changed since (most rows a
-    /// node ever receives), keyed by the rowid of the row in its synced table. The table's own primary-key
+    /// `_ls_live` holds the states of rows an import inserted (most rows a node ever receives), for as long
+    /// as the row stays in the table, updated in place when it changes, keyed by the rowid of the row in its
+    /// synced table. The table's own primary-key
     /// index finds them: storing such a state appends to `_ls_live` instead of adding a second random
     /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS-history.md`, replay). A live
     /// state also records its key, and counts only while the row at that rowid has that key.
     ///
-    /// `_ls_row` holds every other state (deleted, hidden, updated, or written locally), found by
+    /// `_ls_row` holds every other state (deleted, hidden, or first written locally), found by
     /// (entity, pk) through `_ls_row_key`. A state moves there when it changes or its row leaves the table
     /// (the delete trigger moves it), never back.
     ///
