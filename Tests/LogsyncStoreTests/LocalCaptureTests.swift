@@ -229,6 +229,29 @@ struct LocalCaptureTests {
         #expect(try store.read("SELECT count(*) FROM _ls_log WHERE kind = 4") == [[.integer(2)]])
     }
 
+    @Test("a savepoint rolled back in a write body takes the helpers' inserts after it out of history, as the triggers' rows")
+    func savepointRollback() throws {
+        let directory = try TemporaryDirectory("local-capture")
+        let pair = try Pair(directory)
+        let keys = (0..<4).map { _ in Fixtures.id() }
+        try pair.write { tx in
+            try tx.insert("Owner", ["id": keys[0], "name": .text("a")])
+            try tx.execute("SAVEPOINT inner")
+            try tx.insert("Owner", ["id": keys[1], "name": .text("undone")])
+            _ = try tx.update("Owner", key: keys[0], ["name": .text("undone too")])
+            try tx.execute("ROLLBACK TO inner")
+            try tx.execute("RELEASE inner")
+            try tx.insert("Owner", ["id": keys[2], "name": .text("c")])
+            try tx.execute("  savepoint second")
+            try tx.insert("Owner", ["id": keys[3], "name": .text("d")])
+            try tx.execute("release second")
+        }
+        let history = try Self.history(pair.direct)
+        #expect(history.map { $0.changes.map(\.primaryKey) } == [[keys[0], keys[2], keys[3]]])
+        #expect(history == (try Self.history(pair.triggered)))
+        #expect(try Self.tables(pair.direct) == Self.tables(pair.triggered))
+    }
+
     @Test("a write that fails leaves no packed insert behind for the next one")
     func failedWrite() throws {
         struct Stop: Error {}

@@ -76,12 +76,22 @@ final class LocalCapture {
     }
 
     /// Before raw SQL of the body: a statement that may write runs with triggers on, after the inserts
-    /// packed so far are recorded.
+    /// packed so far are recorded. So does a savepoint's `ROLLBACK TO`, which must take the inserts it
+    /// undoes out of history with them (SQLite counts transaction control as read-only).
     func beforeRawSQL(_ statement: Statement, catalog: Catalog) throws {
-        guard !statement.isReadOnly else { return }
+        if statement.isReadOnly {
+            if Self.controlsTransaction(statement.sql) { try recordPackedInserts(catalog) }
+            return
+        }
         try recordPackedInserts(catalog)
         try triggers.turnOn()
         direct = false
+    }
+
+    /// Whether `sql` is `SAVEPOINT`, `RELEASE`, `ROLLBACK`, `BEGIN`, `COMMIT` or `END`.
+    static func controlsTransaction(_ sql: String) -> Bool {
+        let word = sql.drop { $0.isWhitespace }.prefix { $0.isLetter }.uppercased()
+        return ["SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT", "END"].contains(word)
     }
 
     private func recordPackedInserts(_ catalog: Catalog) throws {
