@@ -10,7 +10,8 @@ import LogsyncStore
 /// Each round, in fresh temporary directories:
 /// - logsync: N Note inserts are written into a source store in transactions of 1,000 rows and exported
 ///   (`exportToOutbox`, at most 2,000 changes per segment). Timed: every segment is decoded with
-///   `SegmentDecoder` (on another thread while the one before it is applied, as `syncd` does) and imported
+///   `SegmentDecoder` and its first inserts prepared (on another thread while the one before it is applied,
+///   as `syncd` does: `SyncEngine.load` prepares them there too) and imported
 ///   into a fresh target store with `importSegments`, which asks for them one after another and groups them
 ///   into as few SQLite transactions as no writer waits for.
 /// - baseline: the same rows are inserted into a plain database with the store's DDL and pragmas, with a

@@ -74,7 +74,8 @@ enum SegmentFixture {
     typealias Decoded = (header: SegmentHeader, transactions: [LogTransaction], uncompressedBytes: Int)
 
     /// Imports `segments`, all from one node, through `importSegments`: each decoded as `syncd` does, on
-    /// another thread while the one before it is applied, and handed over when the import asks for it.
+    /// another thread while the one before it is applied, with its first inserts prepared there
+    /// (`FreshRowPreparer`, as `SyncEngine.load` does), and handed over when the import asks for it.
     /// Checks that every segment was applied. `segmentApplied` runs as each segment's outcome is reported
     /// (after its batch committed).
     static func importAll(_ segments: [OutboxSegment], into store: Store, segmentApplied: () -> Void = {}) throws -> Imported {
@@ -82,9 +83,17 @@ enum SegmentFixture {
         var remaining = segments[...]
         let clock = ContinuousClock()
         var applied = Set<UInt64>()
-        func decodeAhead() -> Prefetch<Result<Decoded, any Error>>? {
+        let preparer = store.sync.freshRowPreparer
+        func decodeAhead() -> Prefetch<Result<(segment: SegmentImport, uncompressedBytes: Int), any Error>>? {
             guard let segment = remaining.popFirst() else { return nil }
-            return Prefetch { Result { try decode(segment.bytes) } }
+            return Prefetch {
+                Result {
+                    let decoded = try decode(segment.bytes)
+                    var prepared = SegmentImport(header: decoded.header, transactions: decoded.transactions, checksum: 0)
+                    preparer.prepare(&prepared)
+                    return (prepared, decoded.uncompressedBytes)
+                }
+            }
         }
         var ahead = decodeAhead()
         try store.sync.importSegments(
@@ -96,7 +105,7 @@ enum SegmentFixture {
                 result.decodeSeconds += (clock.now - start).seconds
                 result.uncompressedBytes += decoded.uncompressedBytes
                 ahead = decodeAhead()
-                return SegmentImport(header: decoded.header, transactions: decoded.transactions, checksum: 0)
+                return decoded.segment
             },
             outcome: { header, outcome in
                 guard case .applied(let transactions) = outcome else {
