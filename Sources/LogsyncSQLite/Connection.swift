@@ -68,9 +68,7 @@ package final class Connection {
 
     /// Runs one statement with arguments, discarding any rows.
     package func execute(_ sql: String, _ arguments: [DatabaseValue]) throws(SQLiteError) {
-        let statement = try cached(sql)
-        try statement.bind(arguments)
-        while try statement.step() {}
+        try cached(sql).run(arguments)
     }
 
     /// A prepared statement, reused across calls with the same SQL.
@@ -93,13 +91,7 @@ package final class Connection {
 
     /// Rows of a query as arrays of values.
     package func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws(SQLiteError) -> [[DatabaseValue]] {
-        let statement = try cached(sql)
-        try statement.bind(arguments)
-        var result: [[DatabaseValue]] = []
-        while try statement.step() {
-            result.append((0..<statement.columnCount).map { statement.value(at: $0) })
-        }
-        return result
+        try cached(sql).rows(arguments)
     }
 
     /// The first column of the first row, or nil when there is no row.

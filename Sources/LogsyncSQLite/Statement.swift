@@ -138,6 +138,22 @@ package final class Statement {
         while try step() {}
     }
 
+    /// Binds `arguments` (``bind(_:)``) and runs the statement to completion.
+    package func run(_ arguments: [DatabaseValue]) throws(SQLiteError) {
+        try bind(arguments)
+        try run()
+    }
+
+    /// Binds `arguments` (``bind(_:)``) and returns every row as an array of values.
+    package func rows(_ arguments: [DatabaseValue]) throws(SQLiteError) -> [[DatabaseValue]] {
+        try bind(arguments)
+        var result: [[DatabaseValue]] = []
+        while try step() {
+            result.append((0..<columnCount).map { value(at: $0) })
+        }
+        return result
+    }
+
     package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// Whether the statement cannot change the database (`sqlite3_stmt_readonly`): a query, not an

@@ -23,14 +23,14 @@ public final class WriteTransaction {
     public func execute(_ sql: String, _ arguments: [DatabaseValue] = []) throws {
         let statement = try connection.cached(sql)
         try capture.beforeRawSQL(statement, catalog: catalog)
-        try statement.bind(arguments)
-        try statement.run()
+        try statement.run(arguments)
     }
 
     /// Rows of a query, seeing this transaction's own uncommitted writes.
     public func rows(_ sql: String, _ arguments: [DatabaseValue] = []) throws -> [[DatabaseValue]] {
-        try capture.beforeRawSQL(try connection.cached(sql), catalog: catalog)
-        return try connection.rows(sql, arguments)
+        let statement = try connection.cached(sql)
+        try capture.beforeRawSQL(statement, catalog: catalog)
+        return try statement.rows(arguments)
     }
 
     /// Inserts a row. `values` must include the primary key; omitted columns take their defaults.
