@@ -45,6 +45,7 @@ final class MergeStatements {
     private var insertReferenceStatement: Statement?
     private var deleteReferenceStatement: Statement?
     private var insertHistoryStatement: Statement?
+    private var deleteNotesStatement: Statement?
     private var entities: [Int64: Entity] = [:]
     private var runs: [Int64: (count: Int, rows: Statement, states: Statement, rowID: Statement)] = [:]
     private var lastEntity: (id: Int64, statements: Entity)?
@@ -142,14 +143,17 @@ final class MergeStatements {
         return (rows, states, rowID)
     }
 
+    /// `DELETE FROM _ls_displaced WHERE entity = ? AND pk = ?`: what the delete trigger drops of a deleted
+    /// row's collision notes (`SchemaSQL.displacementTriggers`).
+    func deleteNotes() throws -> Statement {
+        try prepared(&deleteNotesStatement, "DELETE FROM _ls_displaced WHERE entity = ? AND pk = ?")
+    }
+
     /// `UPDATE t SET <the columns in mask, in bit order> = ? … WHERE <key> = ?`.
     func update(of info: Catalog.EntityInfo, mask: Int64) throws -> Statement {
         let key = UpdateKey(entity: info.id, mask: mask)
         if let statement = updates[key] { return statement }
-        let columns = info.columns.indices.filter { mask & (Int64(1) << Int64($0)) != 0 }.map { SchemaSQL.quote(info.columns[$0]) }
-        let statement = try connection.prepare(
-            "UPDATE \(SchemaSQL.quote(info.entity.name)) SET " + columns.map { "\($0) = ?" }.joined(separator: ", ")
-                + " WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?")
+        let statement = try connection.prepare(info.sql.update(columns: info.columnNames(inMask: mask)))
         updates[key] = statement
         return statement
     }

@@ -117,6 +117,21 @@ struct RowSQL: Sendable {
     func insert(rows: Int) -> String {
         insertInto + Array(repeating: insertRow, count: rows).joined(separator: ", ")
     }
+    private let table: String
+    private let key: String
+
+    /// `INSERT INTO t(<names>) VALUES (?, …)`: a row given only some columns (the others take their
+    /// defaults). `names` may include the key's.
+    func insert(columns names: [String]) -> String {
+        "INSERT INTO \(table)(\(names.map(SchemaSQL.quote).joined(separator: ", "))) VALUES ("
+            + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+    }
+
+    /// `UPDATE t SET <name> = ?, … WHERE <key> = ?`: parameters 1… the values in the order of `names`, then
+    /// the key.
+    func update(columns names: [String]) -> String {
+        "UPDATE \(table) SET " + names.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ") + " WHERE \(key) = ?"
+    }
     /// `DELETE FROM t WHERE <key> = ?`.
     let delete: String
     /// The row's state in `_ls_live` (id, cl, state), if it has one there; parameters (entity, key).
@@ -136,6 +151,8 @@ struct RowSQL: Sendable {
     init(entity: Entity, columns: [String]) {
         let table = SchemaSQL.quote(entity.name)
         let key = SchemaSQL.quote(entity.primaryKey?.name ?? "id")
+        self.table = table
+        self.key = key
         let selected = columns.isEmpty ? "1" : columns.map(SchemaSQL.quote).joined(separator: ", ")
         select = "SELECT \(selected) FROM \(table) WHERE \(key) = ?"
         rowID = "SELECT rowid FROM \(table) WHERE \(key) = ?"

@@ -139,14 +139,14 @@ enum SchemaSQL {
     ///
     /// `_ls_live` holds the states of rows an import inserted (most rows a node ever receives), for as long
     /// as the row stays in the table, updated in place when it changes, keyed by the rowid of the row in its
-    /// synced table. The table's own primary-key
-    /// index finds them: storing such a state appends to `_ls_live` instead of adding a second random
-    /// entry to a key index, which took about a third of an import (`docs/BENCHMARKS-history.md`, replay). A live
-    /// state also records its key, and counts only while the row at that rowid has that key.
+    /// synced table. The table's own primary-key index finds them: storing such a state appends to
+    /// `_ls_live` instead of adding a second random entry to a key index, which took about a third of an
+    /// import (`docs/BENCHMARKS-history.md`, replay). A live state also records its key, and counts only
+    /// while the row at that rowid has that key.
     ///
     /// `_ls_row` holds every other state (deleted, hidden, or first written locally), found by
-    /// (entity, pk) through `_ls_row_key`. A state moves there when it changes or its row leaves the table
-    /// (the delete trigger moves it), never back.
+    /// (entity, pk) through `_ls_row_key`. A live state moves there when its row leaves the table (the
+    /// delete trigger moves it), never back.
     ///
     /// A rowid changes without a delete when another program replaces a row (`INSERT OR REPLACE` without
     /// `recursive_triggers`), sets a rowid, or runs `VACUUM`; the live state is then an orphan, which a

@@ -26,8 +26,8 @@ final class LocalCapture {
     /// This write's decision, taken at its first helper call: nil before it; true when its helpers record
     /// history themselves. False for the rest of a write once its raw SQL turned the triggers on.
     private var direct: Bool?
-    /// Inserts packed into the open history row; a run is closed at ``largestRun`` keys so that no single
-    /// log row grows with the size of one transaction.
+    /// Keys in the open run of packed inserts (`MergeStatements.packedInserts`); a run is closed at
+    /// ``largestRun`` keys so that no single log row grows with the size of one transaction.
     private var packedCount = 0
     static let largestRun = 4_096
 
@@ -39,7 +39,6 @@ final class LocalCapture {
     }
     /// Statements by entity and column set: prepared once, found by a small key instead of by their SQL.
     private var prepared: [Key: Statement] = [:]
-    private var deleteNotes: Statement?
     /// Column values of the helper call under way, by bit; reused so that a call allocates nothing.
     private var columns: [(bit: Int, value: DatabaseValue)] = []
 
@@ -59,7 +58,6 @@ final class LocalCapture {
     func begin() {
         direct = nil
         statements.packedInserts = nil
-        packedCount = 0
     }
 
     /// After the body, before its commit marker: the inserts still packed are recorded.
@@ -97,7 +95,6 @@ final class LocalCapture {
     private func recordPackedInserts(_ catalog: Catalog) throws {
         guard statements.packedInserts != nil else { return }
         try writer(catalog).recordPackedInserts()
-        packedCount = 0
     }
 
     // MARK: - Helpers
@@ -107,20 +104,22 @@ final class LocalCapture {
         let direct = try recordsDirectly()
         var key: DatabaseValue?
         let mask = try collect(values, of: info, key: &key, path: path)
-        let statement = try statement(.init(entity: info.id, mask: mask, kind: key == nil ? .insert : .insertWithKey), info) {
-            let names = (key == nil ? [] : [info.primaryKey.name]) + columns.map { info.columns[$0.bit] }
-            return "INSERT INTO \(SchemaSQL.quote(info.entity.name))(\(names.map(SchemaSQL.quote).joined(separator: ", "))) VALUES ("
-                + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
+        let statement = try statement(.init(entity: info.id, mask: mask, kind: key == nil ? .insert : .insertWithKey)) {
+            info.sql.insert(columns: (key == nil ? [] : [info.primaryKey.name]) + info.columnNames(inMask: mask))
         }
         let offset: Int32 = key == nil ? 1 : 2
         if let key { try statement.bind(key, at: 1) }
         for (index, column) in columns.enumerated() { try statement.bind(column.value, at: offset + Int32(index)) }
         try statement.run()
         guard direct, let key else { return }
-        let writer = writer(catalog)
-        if packedCount >= Self.largestRun { try recordPackedInserts(catalog) }
-        try writer.recordInsert(of: key, info: info)
-        packedCount += 1
+        // The open run continues while it is this entity's and not full; recording any other change closed it.
+        if let open = statements.packedInserts, open.entity === info, packedCount < Self.largestRun {
+            packedCount += 1
+        } else {
+            try recordPackedInserts(catalog)
+            packedCount = 1
+        }
+        try writer(catalog).recordInsert(of: key, info: info)
     }
 
     /// Sets columns of the row with `key`; false when there is no such row.
@@ -130,14 +129,12 @@ final class LocalCapture {
         let direct = try recordsDirectly()
         var ignored: DatabaseValue?
         let mask = try collect(values, of: info, key: &ignored, path: path, keyAllowed: false)
-        let table = SchemaSQL.quote(info.entity.name)
-        let keyColumn = SchemaSQL.quote(info.primaryKey.name)
-        let quoted = columns.map { SchemaSQL.quote(info.columns[$0.bit]) }
         var before: [DatabaseValue] = []
         if direct {
             // The row's values before the update, to tell which columns it changes.
-            let select = try statement(.init(entity: info.id, mask: mask, kind: .select), info) {
-                "SELECT \(quoted.joined(separator: ", ")) FROM \(table) WHERE \(keyColumn) = ?"
+            let select = try statement(.init(entity: info.id, mask: mask, kind: .select)) {
+                "SELECT \(info.columnNames(inMask: mask).map(SchemaSQL.quote).joined(separator: ", ")) FROM "
+                    + "\(SchemaSQL.quote(info.entity.name)) WHERE \(SchemaSQL.quote(info.primaryKey.name)) = ?"
             }
             try select.bind(key, at: 1)
             guard try select.step() else { return false }
@@ -146,14 +143,13 @@ final class LocalCapture {
         }
         // With triggers off the update returns its changed-column mask, comparing in SQLite the stored new
         // values with the old ones bound as they were read: the update trigger's own `OLD.c IS NOT NEW.c`.
-        let update = try statement(.init(entity: info.id, mask: mask, kind: .update), info) {
+        // Parameters: the new values, the key, then the old values (explicitly numbered after them).
+        let update = try statement(.init(entity: info.id, mask: mask, kind: .update)) {
             let count = columns.count
             let changed = columns.enumerated().map { index, column in
-                "((\(quoted[index]) IS NOT ?\(count + 2 + index)) << \(column.bit))"
+                "((\(SchemaSQL.quote(info.columns[column.bit])) IS NOT ?\(count + 2 + index)) << \(column.bit))"
             }
-            return "UPDATE \(table) SET "
-                + quoted.enumerated().map { "\($1) = ?\($0 + 1)" }.joined(separator: ", ")
-                + " WHERE \(keyColumn) = ?\(count + 1) RETURNING " + changed.joined(separator: " | ")
+            return info.sql.update(columns: info.columnNames(inMask: mask)) + " RETURNING " + changed.joined(separator: " | ")
         }
         let count = Int32(columns.count)
         for (index, column) in columns.enumerated() { try update.bind(column.value, at: Int32(index) + 1) }
@@ -162,10 +158,7 @@ final class LocalCapture {
         guard try update.step() else { return false }
         let changed = update.int64(at: 0)
         update.reset()
-        if direct, changed != 0 {
-            try writer(catalog).recordUpdate(of: key, info: info, mask: changed)
-            packedCount = 0
-        }
+        if direct, changed != 0 { try writer(catalog).recordUpdate(of: key, info: info, mask: changed) }
         return true
     }
 
@@ -185,17 +178,10 @@ final class LocalCapture {
         // Before the row goes, what the delete trigger records after it: the history row with the
         // tombstone, the row's live state moved; then notes of collisions naming the row.
         try writer(catalog).recordDelete(of: key, info: info)
-        packedCount = 0
         try rows.delete.bind(key, at: 1)
         try rows.delete.run()
         guard connection.changes > 0 else { return false }
-        let notes: Statement
-        if let prepared = deleteNotes {
-            notes = prepared
-        } else {
-            notes = try connection.prepare("DELETE FROM _ls_displaced WHERE entity = ? AND pk = ?")
-            deleteNotes = notes
-        }
+        let notes = try statements.deleteNotes()
         try notes.bind(info.id, at: 1)
         try notes.bind(key, at: 2)
         try notes.run()
@@ -226,7 +212,7 @@ final class LocalCapture {
         return mask
     }
 
-    private func statement(_ key: Key, _ info: Catalog.EntityInfo, sql: () -> String) throws -> Statement {
+    private func statement(_ key: Key, sql: () -> String) throws -> Statement {
         if let statement = prepared[key] { return statement }
         let statement = try connection.prepare(sql())
         prepared[key] = statement
