@@ -79,7 +79,7 @@ let package = Package(
         .target(
             name: "LogsyncRelayTransport",
             dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncRelayProtocol", "LogsyncStatus", "LogsyncTransport"]),
-        .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncStatus", "LogsyncTransport"]),
+        .target(name: "LogsyncSyncthing", dependencies: ["LogsyncCore", "LogsyncHTTP", "LogsyncPlatform", "LogsyncStatus", "LogsyncTransport"]),
         .target(
             name: "LogsyncRelay",
             dependencies: [

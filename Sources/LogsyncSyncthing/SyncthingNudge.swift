@@ -1,6 +1,6 @@
-import Dispatch
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import Synchronization
 import LogsyncStatus
 
@@ -8,7 +8,7 @@ import LogsyncStatus
 /// once instead of after Syncthing's file watcher has waited (`fsWatcherDelayS`, 10 s by default).
 ///
 /// It never holds up the sync loop: ``request(nodeFolder:)`` only notes the folder (a lock and a
-/// semaphore) and returns. The requests are sent by a thread of its own, one at a time, each bounded by
+/// ``Wakeup``) and returns. The requests are sent by a thread of its own, one at a time, each bounded by
 /// the client's timeout; asks that come while a scan runs are coalesced into one scan after it, and at
 /// most ``maximumPending`` distinct folders wait (more are dropped and counted). A failure is recorded
 /// for status and reported once per cause; syncing goes on, and the watcher still carries the file.
@@ -26,7 +26,7 @@ package final class SyncthingNudge: Sendable {
     private let configuredFolder: String?
     private let report: @Sendable (Event) -> Void
     private let state: Mutex<State>
-    private let wakeup = DispatchSemaphore(value: 0)
+    private let wakeup = Wakeup()
 
     private struct State {
         var contact: SyncthingContact
@@ -71,7 +71,8 @@ package final class SyncthingNudge: Sendable {
 
     private func run() {
         while true {
-            wakeup.wait()
+            // Signals are kept while nobody waits, so the hour bounds an idle wait, not a request's.
+            wakeup.wait(timeout: .seconds(3_600))
             while true {
                 let (folders, stopped) = state.withLock { state in
                     defer { state.pending.removeAll() }

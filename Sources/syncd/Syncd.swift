@@ -6,6 +6,7 @@ import LogsyncCore
 import LogsyncDaemon
 import LogsyncPlatform
 import LogsyncSystemd
+import Synchronization
 
 /// `syncd`: keeps a logsync store in sync. SIGTERM or SIGINT stop it cleanly, SIGHUP reloads its
 /// configuration.
@@ -54,11 +55,15 @@ struct Syncd: ParsableCommand {
             throw Self.fail("cannot start: \(error)", status: DaemonError.startExitStatus(error))
         }
 
-        let done = DispatchSemaphore(value: 0)
+        let stopping = Atomic<Bool>(false)
+        let done = Wakeup()
         var sources: [DispatchSourceSignal] = []
         for signalNumber in [SIGTERM, SIGINT] {
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { done.signal() }
+            source.setEventHandler {
+                stopping.store(true, ordering: .releasing)
+                done.signal()
+            }
             source.resume()
             sources.append(source)
         }
@@ -67,7 +72,8 @@ struct Syncd: ParsableCommand {
         hangup.setEventHandler { _ = daemon.reload() }
         hangup.resume()
         daemon.start()
-        done.wait()
+        // Runs until SIGTERM or SIGINT; the hour only bounds each wait.
+        while !stopping.load(ordering: .acquiring) { done.wait(timeout: .seconds(3_600)) }
         daemon.stop()
         withExtendedLifetime((sources, hangup)) {}
     }

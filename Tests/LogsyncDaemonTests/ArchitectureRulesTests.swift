@@ -308,6 +308,27 @@ struct ArchitectureRulesTests {
         #expect(whole.isEmpty, "a library product re-exports a whole module (name the types instead: @_exported import struct Module.Name):\n\(whole.joined(separator: "\n"))")
     }
 
+    // MARK: - g. The daemon waits on Wakeup
+
+    /// The hand-rolled ways to wait that ``Wakeup`` and ``Poll`` (LogsyncPlatform) replace.
+    static let handRolledWaits = #"\b(NSLock|NSRecursiveLock|NSCondition|NSConditionLock|DispatchSemaphore|DispatchGroup|usleep|nanosleep|Thread\.sleep)\b"#
+
+    @Test("syncd, LogsyncDaemon and LogsyncSyncthing wait on Wakeup or Poll: no NSLock, NSCondition, semaphore, group or sleep of their own")
+    func daemonWaitsOnWakeup() throws {
+        let sources = try Self.sources()
+        // The scan reads code: Wakeup itself is built on a semaphore.
+        let wakeup = try #require(sources.first { $0.path == "LogsyncPlatform/Wakeup.swift" })
+        #expect(wakeup.code.range(of: Self.handRolledWaits, options: .regularExpression) != nil, "the scan finds LogsyncPlatform/Wakeup.swift's semaphore")
+        var found: [String] = []
+        for source in sources where ["syncd", "LogsyncDaemon", "LogsyncSyncthing"].contains(Self.module(of: source.path)) {
+            for (number, line) in source.code.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+            where line.range(of: Self.handRolledWaits, options: .regularExpression) != nil {
+                found.append("Sources/\(source.path):\(number + 1): \(line.trimmingCharacters(in: .whitespaces))")
+            }
+        }
+        #expect(found.isEmpty, "the daemon waits on Wakeup (a signal, then look again) or Poll (what no signal announces):\n\(found.joined(separator: "\n"))")
+    }
+
     // MARK: - Counts in the docs are the code's
 
     @Test("the symbol counts docs/decisions.md gives are docs/api/public-api.txt's")
