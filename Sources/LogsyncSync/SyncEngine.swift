@@ -127,7 +127,16 @@ public final class SyncEngine: Sendable {
         if !cancelled(), configuration.retention.enabled, isNew(try store.sync.frontier()) {
             _ = try loadBaselineIfNeeded(into: &report, cancelled: cancelled)
         }
+        // What an upgrade of this node's schema now declares of the parts kept for it, before what arrived.
+        if !cancelled() {
+            let kept = try store.sync.applyKeptChanges(limits: configuration.limits)
+            report.appliedKept = kept.applied
+            report.undeclaredKept = kept.undeclared
+        }
         if !cancelled() { try importAvailable(into: &report, cancelled: cancelled) }
+        if !report.keptForSchema.isEmpty || report.appliedKept > 0 || !report.undeclaredKept.isEmpty {
+            report.keptTransactions = try store.sync.keptTransactionCount()
+        }
         // A relay that lost history gets back what this node still has (docs/relay-protocol.md).
         if !cancelled() { try recoverIfCarrierReset(into: &report) }
         // Bounded growth: a node behind what others pruned loads a baseline and imports what follows it;
@@ -260,13 +269,7 @@ public final class SyncEngine: Sendable {
                                 return nil
                             }
                             handed = (name, segment.checksum)
-                            if segment.header.schemaVersion > store.schema.version {
-                                report.heldForSchema.append(name)
-                                report.wait(
-                                    origin, for: cursor + 1,
-                                    because: "segment \(describe(name)) was written with schema version \(segment.header.schemaVersion), newer than this store's \(store.schema.version): kept, and applied once this node's app registers that schema")
-                                return nil
-                            }
+                            if !segment.kept.isEmpty { report.keptForSchema.append(name) }
                             if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                                 report.heldForClockSkew.append(name)
                                 report.wait(
@@ -411,8 +414,8 @@ public final class SyncEngine: Sendable {
     }
 
     /// Reads and verifies a segment completely before anything of it is used: its bytes, its header
-    /// against its name and account, every transaction, and (unless it was written under a newer schema,
-    /// which waits instead) every change against this node's schema. Touches nothing but the transport, so
+    /// against its name and account, every transaction, and every change against this node's schema (of a
+    /// segment written under a newer schema, the parts this schema declares; the rest is kept). Touches nothing but the transport, so
     /// it can run on another thread while the previous segment is applied.
     static func load(_ name: SegmentName, context: LoadContext) -> SegmentLoad {
         let bytes: [UInt8]
@@ -438,16 +441,25 @@ public final class SyncEngine: Sendable {
             guard header.account == context.configuration.account else {
                 return refuse("it belongs to account '\(header.account)', not '\(context.configuration.account)'")
             }
-            // A newer schema's segment is held by the import, not refused: this node's app may catch up.
-            let checked = header.schemaVersion <= context.rules.schemaVersion
+            // A newer schema's segment is applied in what this schema declares; the rest is kept until
+            // this node's app registers that schema (`docs/schema-evolution.md`).
+            let newer = header.schemaVersion > context.rules.schemaVersion
             var transactions: [LogTransaction] = []
+            var kept: [Int: LogTransaction] = [:]
             while let transaction = try decoder.next() {
-                if checked, let problem = context.rules.problem(in: transaction) {
+                if newer {
+                    let (understood, remainder, problem) = context.rules.split(transaction)
+                    if let problem { return refuse("its changes to what this node's schema declares do not fit it: \(problem)") }
+                    if let remainder { kept[transactions.count] = remainder }
+                    transactions.append(understood)
+                    continue
+                }
+                if let problem = context.rules.problem(in: transaction) {
                     return refuse("it does not fit this node's schema: \(problem)")
                 }
                 transactions.append(transaction)
             }
-            return .segment(SegmentImport(header: header, transactions: transactions, checksum: sum), size: bytes.count)
+            return .segment(SegmentImport(header: header, transactions: transactions, checksum: sum, kept: kept), size: bytes.count)
         } catch where error.code == .unsupportedFormat {
             return .rejected(RejectedSegment(name: name, reason: error.description), refusal: nil)
         } catch {

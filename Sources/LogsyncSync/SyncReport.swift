@@ -13,7 +13,7 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// The bytes of the segments read for ``applied`` (a segment resumed after a stop counts again).
     public var appliedBytes = 0
     /// Per node, the next sequence this store is waiting for: the segment that holds it is missing,
-    /// unreadable, rejected, or held (newer schema, a clock in the future). ``waitingReasons`` says which.
+    /// unreadable, rejected, or held (a clock in the future). ``waitingReasons`` says which.
     public var waiting: [NodeID: UInt64] = [:]
     /// Per node in ``waiting``, why, in words an operator can act on.
     public var waitingReasons: [NodeID: String] = [:]
@@ -33,8 +33,17 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     public var refused: [RejectedSegment] = []
     /// Segments quarantined in this run: the same node and sequence with different content.
     public var quarantined: [SegmentName] = []
-    /// Segments written with a newer schema than this store's: kept, applied once the schema catches up.
-    public var heldForSchema: [SegmentName] = []
+    /// Segments written under a newer schema than this store's, applied in this run in what this schema
+    /// declares; the rest of them is kept in the store, and merged once the app registers a schema that
+    /// declares it (`docs/schema-evolution.md`). Their node's stream goes on.
+    public var keptForSchema: [SegmentName] = []
+    /// Kept transactions merged in this run because the app now declares what they hold.
+    public var appliedKept = 0
+    /// Transactions still kept for a newer schema after this run.
+    public var keptTransactions = 0
+    /// Kept parts that a schema version this store has reached still does not declare: the app's
+    /// definition of that version differs from the writer's. They stay kept; each says whose and what.
+    public var undeclaredKept: [String] = []
     /// Segments stamped further in the future than ``HybridLogicalClock/maximumDrift``: a peer's clock is
     /// wrong. Kept, and applied once local time catches up, so a wrong clock cannot win every conflict.
     public var heldForClockSkew: [SegmentName] = []
@@ -64,7 +73,9 @@ public struct SyncReport: Sendable, CustomStringConvertible {
         if !rejected.isEmpty { parts.append("rejected \(rejected.count)") }
         if !refused.isEmpty { parts.append("newly refused \(refused.count)") }
         if !quarantined.isEmpty { parts.append("quarantined \(quarantined.count)") }
-        if !heldForSchema.isEmpty { parts.append("held for a newer schema \(heldForSchema.count)") }
+        if !keptForSchema.isEmpty { parts.append("applied in part for a newer schema \(keptForSchema.count)") }
+        if appliedKept > 0 { parts.append("applied \(appliedKept) kept transactions") }
+        if !undeclaredKept.isEmpty { parts.append("\(undeclaredKept.count) kept transactions this schema version does not declare") }
         if !heldForClockSkew.isEmpty { parts.append("held for a peer clock in the future \(heldForClockSkew.count)") }
         if !ignored.isEmpty { parts.append("ignored \(ignored.count) files") }
         if let loadedBaseline { parts.append("loaded baseline \(loadedBaseline)") }

@@ -156,6 +156,7 @@ func describe(_ syncthing: SyncthingContact) -> [String] {
 /// One line per peer: how far it is applied, and what it waits for and why.
 func describe(_ peer: PeerStatus) -> String {
     var line = "\(peer.node)  applied \(peer.appliedSequence) of \(peer.availableSequence), lag \(peer.lag)"
+    if let version = peer.schemaVersion { line += ", schema \(version)" }
     if let next = peer.waitingFor { line += ", waiting for \(next)\(peer.waitingReason.map { ": \($0)" } ?? "")" }
     return line
 }
@@ -228,6 +229,13 @@ struct Status: ParsableCommand {
             }
             for holder in retention.silent { print("  silent \(holder.node): \(holder.reason)") }
             if let problem = retention.lastProblem { print("  problem: \(problem)") }
+        }
+        if let schema = status.schema {
+            var line = "schema     version \(schema.version)"
+            if let newer = schema.newestPeerVersion { line += "; a peer writes with version \(newer): an update of the app is available" }
+            if schema.keptTransactions > 0 { line += "; \(schema.keptTransactions) transactions kept in part until this app registers it" }
+            print(line)
+            for item in schema.undeclared { print("  not declared by this app's schema: \(item)") }
         }
         print(status.peers.isEmpty ? "peers      none seen" : "peers")
         for peer in status.peers { print("  \(describe(peer))") }

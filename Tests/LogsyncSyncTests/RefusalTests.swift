@@ -75,7 +75,7 @@ struct RefusalTests {
         #expect(fifth.quarantined == [forged], "\(fifth)")
     }
 
-    @Test("an unknown entity is refused; after the app upgrades, release lets it in; a newer schema's segment waits instead")
+    @Test("an unknown entity is refused; after the app upgrades, release lets it in; a newer schema's segment is kept instead")
     func releaseAfterUpgrade() throws {
         let v2 = Schema(version: 2, entities: SyncCluster.schema.entities + [Entity("Tag", attributes: [Attribute("name", .text)])])
         let cluster = try SyncCluster("release")
@@ -83,20 +83,20 @@ struct RefusalTests {
         let c = NodeID(Self.uuid())
         let d = NodeID(Self.uuid())
         let tag = LogChange(entity: "Tag", primaryKey: .text(Self.uuid()), kind: .insert, causalLength: 1, values: ["name": "t"])
-        // C writes under version 1 (a bug or a forgery): refused. D writes under version 2: held, not refused.
+        // C writes under version 1 (a bug or a forgery): refused. D writes under version 2: kept, not refused.
         let refused = try Self.publish(cluster, node: c, sequence: 1, [tag])
         _ = try Self.publish(cluster, node: d, sequence: 1, [tag], schemaVersion: 2)
         let report = try cluster.engine(receiver!).sync()
         #expect(report.rejected.map(\.name) == [refused])
         #expect(report.rejected.first?.reason.contains("entity 'Tag' is not declared by this node's schema (version 1)") == true)
-        #expect(report.heldForSchema.map(\.node) == [d])
+        #expect(report.keptForSchema.map(\.node) == [d] && report.applied.map(\.node) == [d], "\(report)")
 
         receiver = nil
         let upgraded = try Store(path: cluster.storePath("receiver"), schema: v2)
         let engine = try cluster.engine(upgraded)
-        // D's segment, held for the schema, applies now; C's bytes stay refused until the operator releases them.
+        // D's kept change merges now; C's bytes stay refused until the operator releases them.
         let upgradedRound = try engine.sync()
-        #expect(upgradedRound.rejected.map(\.name) == [refused] && upgradedRound.applied.map(\.node) == [d], "\(upgradedRound)")
+        #expect(upgradedRound.rejected.map(\.name) == [refused] && upgradedRound.appliedKept == 1, "\(upgradedRound)")
         #expect(try engine.release(refused))
         #expect(try engine.release(refused) == false)
         let after = try engine.sync()

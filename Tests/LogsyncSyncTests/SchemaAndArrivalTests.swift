@@ -16,8 +16,8 @@ struct SchemaAndArrivalTests {
         return schema
     }()
 
-    @Test("a segment from a newer schema is kept, not applied, until this store's schema catches up")
-    func newerSchemaHeld() throws {
+    @Test("a segment from a newer schema is applied in what this store declares; its new column is merged once the schema catches up")
+    func newerSchemaKept() throws {
         let cluster = try SyncCluster("schema")
         let newer = try Store(path: cluster.storePath("new"), schema: Self.version2)
         let folder = SyncCluster.id()
@@ -27,15 +27,15 @@ struct SchemaAndArrivalTests {
         do {
             let older = try cluster.store("old")
             let report = try cluster.engine(older).sync()
-            #expect(report.applied.isEmpty)
-            #expect(report.heldForSchema.map(\.firstSequence) == [1])
-            #expect(try older.sync.appliedSequence(from: NodeID(newer.nodeID)) == 0)
-            #expect(try older.read("SELECT count(*) FROM Folder") == [[.integer(0)]])
+            #expect(report.applied.map(\.firstSequence) == [1])
+            #expect(report.keptForSchema.map(\.firstSequence) == [1])
+            #expect(try older.sync.appliedSequence(from: NodeID(newer.nodeID)) == 1)
+            #expect(try older.read("SELECT name FROM Folder") == [[.text("Work")]])
         }
-        // The app upgrades: the same store opens with version 2 and the held segment applies.
+        // The app upgrades: the same store opens with version 2 and the kept column merges.
         let upgraded = try Store(path: cluster.storePath("old"), schema: Self.version2)
         let report = try cluster.engine(upgraded).sync()
-        #expect(report.applied.map(\.firstSequence) == [1])
+        #expect(report.applied.isEmpty && report.appliedKept == 1, "\(report)")
         #expect(try upgraded.read("SELECT name, color FROM Folder") == [[.text("Work"), .text("blue")]])
     }
 

@@ -38,8 +38,8 @@ final class SyncCluster {
             store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: maximumChanges, retention: retention))
     }
 
-    /// The reference: every segment file in the shared folder decoded and merged.
-    func reference(folder: String? = nil) throws -> Projection {
+    /// The reference: every segment file in the shared folder decoded and merged, projected on `schema`.
+    func reference(folder: String? = nil, schema: Schema = SyncCluster.schema) throws -> Projection {
         var state = MergeState()
         let account = (folder ?? shared) + "/default"
         for node in try FileManager.default.contentsOfDirectory(atPath: account) where SegmentName.isNodeFolderName(node) {
@@ -50,7 +50,7 @@ final class SyncCluster {
                 while let transaction = try decoder.next() { state.apply(transaction, from: NodeID(node)) }
             }
         }
-        return state.project(Self.schema)
+        return state.project(schema)
     }
 
     static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }

@@ -158,6 +158,9 @@ public struct DaemonStatus: Codable, Sendable {
     /// Segments this node refused, each holding its own node's stream until released or dropped
     /// (`syncctl quarantine`); absent from syncd before refusals were recorded.
     public var refused: [RefusedEntry]? = nil
+    /// This node's schema, and what it keeps of other nodes' newer one (absent from syncd before
+    /// mixed-version fleets).
+    public var schema: SchemaReport? = nil
 
     public init(
         state: State, account: String, node: String, store: String, sharedFolder: String, startedAt: Int64, lastSync: SyncSummary? = nil, pendingTransactions: Int, pendingSegments: Int, peers: [PeerStatus], quarantined: [QuarantineEntry], rejected: [String], ignoredFiles: Int, ignored: [IgnoredEntry]? = nil, lastError: String? = nil, retryInMilliseconds: Int? = nil,
@@ -200,11 +203,37 @@ public struct DaemonStatus: Codable, Sendable {
         case state, account, node, store, sharedFolder = "shared_folder", startedAt = "started_at", lastSync = "last_sync"
         case pendingTransactions = "pending_transactions", pendingSegments = "pending_segments", peers, quarantined, rejected
         case ignoredFiles = "ignored_files", ignored, lastError = "last_error", retryInMilliseconds = "retry_in_ms"
-        case relay, accounts, retention, syncthing, refused
+        case relay, accounts, retention, syncthing, refused, schema
     }
 
     /// At most this many ignored files are listed; ``ignoredFiles`` counts them all.
     public static let ignoredListLimit = 50
+}
+
+/// The schema this node runs, and the parts of other nodes' changes written under a newer one that it
+/// keeps until its app registers that schema (`docs/schema-evolution.md`).
+public struct SchemaReport: Codable, Sendable, Hashable {
+    /// The version this node's store is registered with.
+    public var version: Int
+    /// The newest version a peer's applied segment was written under, when newer than ``version``: an
+    /// update of the app is available.
+    public var newestPeerVersion: Int?
+    /// Transactions of other nodes kept in part, for a schema this node does not run yet.
+    public var keptTransactions: Int
+    /// Kept parts that a version this node has reached still does not declare: its app's definition of
+    /// that version differs from the writer's.
+    public var undeclared: [String]
+
+    public init(version: Int, newestPeerVersion: Int? = nil, keptTransactions: Int, undeclared: [String] = []) {
+        self.version = version
+        self.newestPeerVersion = newestPeerVersion
+        self.keptTransactions = keptTransactions
+        self.undeclared = undeclared
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version, newestPeerVersion = "newest_peer_version", keptTransactions = "kept_transactions", undeclared
+    }
 }
 
 /// A file in the shared folder that was not taken as a segment, and why.
@@ -264,6 +293,9 @@ public struct PeerStatus: Codable, Sendable, Hashable {
     public var waitingReason: String?
     /// When a batch from that node was last applied (milliseconds since 1970).
     public var lastAppliedAt: Int64?
+    /// The schema version of the last segment applied from that node: the app version it writes with
+    /// (absent before any was applied, and from syncd before mixed-version fleets).
+    public var schemaVersion: Int? = nil
 
     public init(
         node: String, appliedSequence: UInt64, availableSequence: UInt64, lag: UInt64, waitingFor: UInt64? = nil, waitingReason: String? = nil, lastAppliedAt: Int64? = nil
@@ -279,7 +311,7 @@ public struct PeerStatus: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case node, appliedSequence = "applied_seq", availableSequence = "available_seq", lag, waitingFor = "waiting_for"
-        case waitingReason = "waiting_reason", lastAppliedAt = "last_applied_at"
+        case waitingReason = "waiting_reason", lastAppliedAt = "last_applied_at", schemaVersion = "schema_version"
     }
 }
 

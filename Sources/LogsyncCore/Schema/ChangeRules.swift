@@ -78,6 +78,39 @@ package struct ChangeRules: Sendable {
         return nil
     }
 
+    /// A transaction written under a newer schema, split into what this node's schema declares and
+    /// the rest (`docs/schema-evolution.md`): `understood` holds every change of a declared entity with
+    /// only its declared columns (a change whose every column is new stays, with no values: it still
+    /// carries its row's causal length), `kept` every change of an entity this schema does not declare
+    /// and, for the others, a change with only the new columns — same row, kind and causal length — or
+    /// nil when nothing is left. Since the merge is a join of states, merging `understood` now and `kept`
+    /// later gives the state that merging the whole transaction would have. The declared parts are checked
+    /// as ``problem(in:)`` checks them; a problem refuses the whole transaction.
+    package func split(_ transaction: LogTransaction) -> (understood: LogTransaction, kept: LogTransaction?, problem: String?) {
+        var understood = transaction, kept = transaction
+        understood.changes = []
+        kept.changes = []
+        understood.changes.reserveCapacity(transaction.changes.count)
+        for (index, change) in transaction.changes.enumerated() {
+            guard let rules = entities[change.entity] else {
+                kept.changes.append(change)
+                continue
+            }
+            var known = change, new = change
+            new.values = [:]
+            for (name, value) in change.values where rules.columns[name] == nil {
+                known.values[name] = nil
+                new.values[name] = value
+            }
+            if let problem = Self.problem(with: known, rules: rules, schemaVersion: schemaVersion) {
+                return (understood, nil, "transaction \(transaction.sequence), change \(index + 1): \(problem)")
+            }
+            understood.changes.append(known)
+            if !new.values.isEmpty { kept.changes.append(new) }
+        }
+        return (understood, kept.changes.isEmpty ? nil : kept, nil)
+    }
+
     /// Why `value` is not a value of `type` as the store keeps it, or nil.
     static func problem(_ value: DatabaseValue, as type: AttributeType, optional: Bool) -> String? {
         if case .null = value { return optional ? nil : "is NULL, but it is required" }

@@ -95,12 +95,19 @@ enum MetricsText {
                status.peers.map { ([("peer", $0.node)], Double($0.availableSequence)) })
         family("logsync_peer_lag_transactions", "gauge", "Transactions of each peer that could be applied and are not yet.",
                status.peers.map { ([("peer", $0.node)], Double($0.lag)) })
-        family("logsync_held_segments", "gauge", "Peers whose next segment is held, by why: missing, rejected, newer_schema, clock_ahead.",
+        family("logsync_held_segments", "gauge", "Peers whose next segment is held, by why: missing, rejected, clock_ahead.",
                held.sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value)) })
         family("logsync_quarantined_segments", "gauge", "Segments in quarantine, by reason.",
                Dictionary(grouping: status.quarantined, by: { reasonKind($0.reason) }).sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value.count)) })
         family("logsync_refused_segments", "gauge", "Segments refused (they fail verification or do not fit this node's schema), each holding its node's stream, by reason.",
                Dictionary(grouping: status.refused ?? [], by: { reasonKind($0.reason) }).sorted { $0.key < $1.key }.map { ([("reason", $0.key)], Double($0.value.count)) })
+        if let schema = status.schema {
+            one("logsync_schema_version", "gauge", "The schema version this node's store is registered with.", Double(schema.version))
+            one("logsync_newest_peer_schema_version", "gauge", "The newest schema version a peer writes with (this node's own when none is newer).",
+                Double(schema.newestPeerVersion ?? schema.version))
+            one("logsync_kept_transactions", "gauge", "Other nodes' transactions kept in part until this node's app registers their newer schema.",
+                Double(schema.keptTransactions))
+        }
         one("logsync_ignored_files", "gauge", "Files in the shared folder that are not segments (temporary files, conflict copies, links, FIFOs).", Double(status.ignoredFiles))
         family("logsync_errors_total", "counter", "Errors since start, by kind.",
                MetricsCounters.ErrorKind.allCases.map { ([("kind", $0.rawValue)], Double(counters.errors[$0] ?? 0)) })

@@ -28,8 +28,10 @@ struct StatusReader: Sendable {
         func peer(_ node: String) -> PeerStatus {
             peers[node] ?? PeerStatus(node: node, appliedSequence: 0, availableSequence: 0, lag: 0, waitingFor: nil, lastAppliedAt: nil)
         }
-        for (node, applied, at) in try store?.sync.peerCursors() ?? [] {
-            peers[node.rawValue] = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
+        for (node, applied, at, version) in try store?.sync.peerCursors() ?? [] {
+            var status = PeerStatus(node: node.rawValue, appliedSequence: applied, availableSequence: applied, lag: 0, waitingFor: nil, lastAppliedAt: at)
+            status.schemaVersion = version
+            peers[node.rawValue] = status
         }
         // What could be applied: segments that follow on from the cursor without a gap and were not
         // rejected (`SyncReport.available`), so that a stray file far ahead cannot fake a lag.
@@ -76,6 +78,12 @@ struct StatusReader: Sendable {
             },
             syncthing: syncthing?.contact)
         status.refused = try store?.sync.refusals().map(ControlHandler.entry)
+        if let store {
+            let newest = peerList.compactMap(\.schemaVersion).max().flatMap { $0 > store.schema.version ? $0 : nil }
+            status.schema = SchemaReport(
+                version: store.schema.version, newestPeerVersion: newest, keptTransactions: try store.sync.keptTransactionCount(),
+                undeclared: report?.undeclaredKept ?? [])
+        }
         return status
     }
 
@@ -87,7 +95,7 @@ struct StatusReader: Sendable {
         var held: [String: Int] = [:]
         if let report = board.snapshot.report {
             let kinds = [
-                ("newer_schema", report.heldForSchema.map(\.node)), ("clock_ahead", report.heldForClockSkew.map(\.node)),
+                ("clock_ahead", report.heldForClockSkew.map(\.node)),
                 ("rejected", report.rejected.map(\.name.node)),
             ]
             var explained: Set<NodeID> = []

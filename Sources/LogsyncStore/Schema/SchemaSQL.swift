@@ -22,7 +22,10 @@ enum SchemaSQL {
     /// - 6: synced tables are `STRICT`, with `CHECK` constraints for the types SQLite has no storage class
     ///   for (bool, UUID text, UUID blob, and UUID keys): older stores' tables are rebuilt once when they
     ///   open (``SchemaRegistration``), rowids kept.
-    static let formatVersion: Int64 = 6
+    /// - 7: `_ls_kept` holds the parts of other nodes' transactions written under a newer schema that this
+    ///   store does not declare yet (``SyncLedger/applyKeptChanges(limits:)``); older builds would ignore them.
+    ///   `_ls_peer_schema` the schema version of the last segment applied from each node.
+    static let formatVersion: Int64 = 7
     /// The first format whose synced tables are `STRICT`.
     static let strictTablesFormat: Int64 = 6
 
@@ -124,6 +127,16 @@ enum SchemaSQL {
             at INTEGER NOT NULL,
             PRIMARY KEY (node, first_seq, last_seq)
         ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS _ls_kept(
+            node TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            schema_version INTEGER NOT NULL,
+            looked_at INTEGER NOT NULL,
+            segment BLOB NOT NULL,
+            UNIQUE (node, seq)
+        );
+        CREATE INDEX IF NOT EXISTS _ls_kept_looked_at ON _ls_kept(looked_at);
+        CREATE TABLE IF NOT EXISTS _ls_peer_schema(node TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS _ls_dropped(
             node TEXT NOT NULL,
             first_seq INTEGER NOT NULL,

@@ -21,12 +21,17 @@ package enum BaselineRefusal: Error, Sendable, Equatable, CustomStringConvertibl
     case loadInProgress
     /// Nothing was ever written or applied.
     case empty
+    /// Parts of other nodes' transactions are kept for a newer schema (``SyncLedger/applyKeptChanges(limits:)``):
+    /// a baseline would claim their segments without those parts. Nodes on that schema write baselines.
+    case keptForNewerSchema(Int)
 
     package var description: String {
         switch self {
         case .segmentInProgress(let node): return "a segment of node \(node) is applied only in part"
         case .loadInProgress: return "a baseline is being loaded"
         case .empty: return "the store holds no history"
+        case .keptForNewerSchema(let count):
+            return "\(count) transactions of other nodes are kept in part for a newer schema, which a baseline of this store would leave out"
         }
     }
 }
@@ -105,6 +110,7 @@ struct BaselineWriter {
         ).first?.first {
             return .failure(.segmentInProgress(NodeID(partial)))
         }
+        if let kept = try connection.int64("SELECT count(*) FROM _ls_kept"), kept > 0 { return .failure(.keptForNewerSchema(Int(kept))) }
         let frontier = try frontier(connection: connection, node: node)
         return frontier.transactionCount > 0 ? .success(frontier) : .failure(.empty)
     }

@@ -22,11 +22,16 @@ package struct SegmentImport: Sendable {
     package var checksum: UInt64
     /// Its first inserts, prepared on the thread that decoded it (``FreshRowPreparer``).
     var fresh: FreshRows?
+    /// For a segment written under a newer schema: by index in ``transactions``, the part of each
+    /// transaction that this store's schema does not declare (``ChangeRules/split(_:)``), kept with the
+    /// cursor's advance until the app registers that schema (``SyncLedger/applyKeptChanges(limits:)``).
+    package var kept: [Int: LogTransaction]
 
-    package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64) {
+    package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, kept: [Int: LogTransaction] = [:]) {
         self.header = header
         self.transactions = transactions
         self.checksum = checksum
+        self.kept = kept
     }
 }
 
@@ -82,7 +87,7 @@ extension SyncLedger {
             return
         }
         guard let first = try next(appliedSequence(from: origin)) else { return }
-        var run = Store.ImportRun(origin: origin, batching: batching, handed: first)
+        var run = Store.ImportRun(origin: origin, batching: batching, limits: limits, handed: first)
         while !isCancelled() {
             let localWriters = (try? store.localHistoryWaits()) ?? false
             if localWriters {
@@ -127,6 +132,7 @@ extension Store {
     fileprivate struct ImportRun {
         let origin: NodeID
         let batching: ImportBatching
+        let limits: SegmentLimits
         /// A segment handed over by `next` but not yet looked at: the first one, asked for before the
         /// first batch.
         var handed: SegmentImport?
@@ -137,9 +143,10 @@ extension Store {
         /// batch does not keep the transactions of every segment it applied in memory until it ends.
         var decided: [(SegmentHeader, ImportOutcome)] = []
 
-        init(origin: NodeID, batching: ImportBatching, handed: SegmentImport) {
+        init(origin: NodeID, batching: ImportBatching, limits: SegmentLimits, handed: SegmentImport) {
             self.origin = origin
             self.batching = batching
+            self.limits = limits
             self.handed = handed
         }
     }
@@ -192,7 +199,10 @@ extension Store {
                     end = reason
                     break
                 }
-                _ = try applyRemote(transaction, from: run.origin, state: &state, fresh: fresh?[index])
+                if !transaction.changes.isEmpty {
+                    _ = try applyRemote(transaction, from: run.origin, state: &state, fresh: fresh?[index])
+                }
+                if let kept = segment.kept[index] { try keep(kept, of: segment.header, state: &state, limits: run.limits) }
                 changes += transaction.changes.count
                 run.appliedOfCurrent += 1
                 cursor = transaction.sequence
@@ -228,6 +238,8 @@ extension Store {
             "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
             [origin, .integer(Int64(segment.header.firstSequence)), .integer(Int64(segment.header.lastSequence)),
              .integer(Int64(bitPattern: segment.checksum))])
+        try connection.execute(
+            "INSERT OR REPLACE INTO _ls_peer_schema(node, version) VALUES (?, ?)", [origin, .integer(Int64(segment.header.schemaVersion))])
     }
 
     /// After a batch that ended for an announced writer. One in this process holds the next ticket of the

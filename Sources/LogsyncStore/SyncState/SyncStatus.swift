@@ -14,11 +14,14 @@ extension SyncLedger {
     }
 
     /// Every node this store has applied history from: the last sequence applied and when (ms since 1970).
-    package func peerCursors() throws -> [(node: NodeID, appliedSequence: UInt64, appliedAt: Int64)] {
+    package func peerCursors() throws -> [(node: NodeID, appliedSequence: UInt64, appliedAt: Int64, schemaVersion: Int?)] {
         try store.reading { connection in
-            try connection.rows("SELECT node, last_seq, applied_at FROM _ls_cursor ORDER BY node").compactMap { row in
+            try connection.rows(
+                "SELECT c.node, c.last_seq, c.applied_at, s.version FROM _ls_cursor c LEFT JOIN _ls_peer_schema s ON s.node = c.node ORDER BY c.node"
+            ).compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let last) = row[1], case .integer(let at) = row[2] else { return nil }
-                return (NodeID(node), UInt64(last), at)
+                guard case .integer(let version) = row[3] else { return (NodeID(node), UInt64(last), at, nil) }
+                return (NodeID(node), UInt64(last), at, Int(version))
             }
         }
     }
