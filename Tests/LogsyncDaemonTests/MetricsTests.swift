@@ -81,6 +81,18 @@ struct MetricsTests {
         let refused = try await PrometheusParser.parse(try await rawRequest(port: port, method: "GET", path: "/metrics").text).samples
             .filter { $0.name == "logsync_refused_segments" }
         #expect(refused.count == 1 && refused.first?.value == 1 && refused.first?.labels["reason"]?.contains("schema") == true, "\(refused)")
+
+        // The same change from a node on a newer schema is kept, not refused, and the versions show.
+        let newer = UUID().uuidString.lowercased()
+        let kept = try SegmentEncoder.encode(schemaVersion: cluster.schema.version + 1, account: "test", node: NodeID(newer), transactions: [forged])
+        try FileManager.default.createDirectory(atPath: cluster.shared + "/test/" + newer, withIntermediateDirectories: true)
+        try Data(kept).write(to: URL(fileURLWithPath: cluster.shared + "/test/" + newer + "/" + SegmentName(node: NodeID(newer), firstSequence: 1, lastSequence: 1).fileName))
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let versions = try await PrometheusParser.parse(try await rawRequest(port: port, method: "GET", path: "/metrics").text).samples
+        func sample(_ name: String) -> Double? { versions.first { $0.name == name }?.value }
+        #expect(sample("logsync_schema_version") == Double(cluster.schema.version), "\(versions.filter { $0.name.contains("schema") })")
+        #expect(sample("logsync_newest_peer_schema_version") == Double(cluster.schema.version + 1))
+        #expect(sample("logsync_kept_transactions") == 1)
     }
 
     @Test("only GET /metrics is served; a client that sends nothing is let go after its deadline and holds no scrape up")
