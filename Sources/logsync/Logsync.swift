@@ -11,12 +11,13 @@ struct Logsync: AsyncParsableCommand {
         commandName: "logsync",
         abstract: "Inspect and write logsync stores: SQLite files with persistent history.",
         discussion: """
-            Exit statuses (docs/exit-codes.md): 0 done; 1 the operation failed (a write refused by a constraint); \
+            Exit statuses (docs/exit-codes.md): 0 done; 1 the operation failed (a write refused by a constraint, \
+            an unsafe schema change); \
             64 bad command line; 65 the file is not a usable store or the schema is invalid; 73 the store's folder \
             is missing or not writable; 74 the shared folder failed; 75 another writer held the store too long.
             """,
         version: LogsyncVersion.current,
-        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self]
+        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self, SchemaCommand.self]
     )
 }
 

@@ -87,6 +87,33 @@ struct CommandLineTests {
         try await a.stop()
     }
 
+    @Test("logsync schema check: 0 and what is added for a safe release, 1 and each refusal with its advice for an unsafe one, 65 for a bad file")
+    func schemaCheck() async throws {
+        let directory = try TemporaryDirectory("schema-check")
+        var v2 = Schema.notes
+        v2.version += 1
+        let note = try #require(v2.entities.firstIndex { $0.name == "Note" })
+        v2.entities[note].attributes.append(Attribute("color", .text))
+        var unsafe = v2
+        unsafe.entities[note].attributes.removeAll { $0.name == "body" }
+        let old = try directory.write("v1.json", Schema.notes.json)
+        let safe = try directory.write("v2.json", v2.json)
+        let bad = try directory.write("v2-unsafe.json", unsafe.json)
+        let ok = try await Subprocess.run(Products.path("logsync"), ["schema", "check", old, safe])
+        #expect(ok.status == ExitStatus.ok && ok.stdout.hasPrefix("safe: version \(Schema.notes.version) to \(v2.version)"), "\(ok)")
+        #expect(ok.stdout.contains("adds: Note.color"), "\(ok.stdout)")
+        let refused = try await Subprocess.run(Products.path("logsync"), ["schema", "check", old, bad])
+        #expect(refused.status == ExitStatus.failed && refused.stdout.contains("unsafe: Note.body: attribute 'body' was removed, and 'color' is new and of the same type: if it is the new name, this is a rename. Renames are not supported yet"), "\(refused)")
+        let json = try await Subprocess.run(Products.path("logsync"), ["schema", "check", "--json", old, bad])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(object["safe"] as? Bool == false && (object["findings"] as? [[String: Any]])?.first?["location"] as? String == "Note.body", "\(object)")
+        let garbage = try directory.write("garbage.json", "{\"version\": 0}")
+        let invalid = try await Subprocess.run(Products.path("logsync"), ["schema", "check", old, garbage])
+        #expect(invalid.status == ExitStatus.dataError && invalid.stderr.contains("is not a valid schema declaration"), "\(invalid)")
+        let missing = try await Subprocess.run(Products.path("logsync"), ["schema", "check", old, directory.file("none.json")])
+        #expect(missing.status == ExitStatus.usage, "\(missing)")
+    }
+
     @Test("logsync history --json keeps every value exactly; notes list --json lists the notes; syncctl prints ISO 8601 UTC times")
     func jsonAndTimes() async throws {
         let directory = try TemporaryDirectory("json")

@@ -1,0 +1,161 @@
+/// Whether moving an app from one schema to the next is safe while devices run both
+/// (`logsync schema check OLD.json NEW.json`, `docs/schema-evolution.md`): what the new release adds, and
+/// every change a store refuses to migrate, each with why and which sequence of releases does it instead.
+///
+/// The rules are the ones `SchemaRegistration` applies when a store opens with the new schema (a test
+/// holds the two to each other, case by case), plus what only a mixed fleet shows: a delete rule or a
+/// unique key that nodes of the two releases enforce differently.
+package struct SchemaCheck: Sendable {
+    package enum Severity: String, Sendable, Comparable {
+        /// Allowed, and worth knowing while both releases run.
+        case note
+        /// A store refuses to migrate: the release cannot ship as it is.
+        case unsafe
+
+        package static func < (lhs: Self, rhs: Self) -> Bool { lhs == .note && rhs == .unsafe }
+    }
+
+    package struct Finding: Sendable, Hashable, CustomStringConvertible {
+        package var severity: Severity
+        /// `Entity` or `Entity.column`, or `version`.
+        package var location: String
+        /// What changed and why it matters.
+        package var reason: String
+        /// What to release instead (unsafe findings), or what to expect (notes).
+        package var advice: String
+
+        package var description: String { "\(severity == .unsafe ? "unsafe" : "note"): \(location): \(reason). \(advice)" }
+    }
+
+    package let old: Schema
+    package let new: Schema
+    /// Unsafe findings first, then notes, each in schema order.
+    package private(set) var findings: [Finding] = []
+    /// What the new release adds: entities and columns, as `Entity` and `Entity.column`.
+    package private(set) var added: [String] = []
+
+    package var isSafe: Bool { !findings.contains { $0.severity == .unsafe } }
+
+    package init(from old: Schema, to new: Schema) {
+        self.old = old
+        self.new = new
+        var unsafe: [Finding] = [], notes: [Finding] = []
+        func refuse(_ location: String, _ reason: String, _ advice: String) { unsafe.append(Finding(severity: .unsafe, location: location, reason: reason, advice: advice)) }
+        func note(_ location: String, _ reason: String, _ advice: String) { notes.append(Finding(severity: .note, location: location, reason: reason, advice: advice)) }
+
+        if old != new, new.version <= old.version {
+            refuse(
+                "version", "the definition changed but the version went from \(old.version) to \(new.version)",
+                "Give the new release version \(old.version + 1): versions tell nodes which schema wrote a change")
+        }
+        let keep = "Keep it in the schema and stop using it in the app; logsync cannot remove it yet (docs/schema-evolution.md)"
+        for entity in old.entities where new.entity(named: entity.name) == nil {
+            if let renamed = Self.renamedEntity(entity, in: new, old: old) {
+                refuse(
+                    entity.name, "entity '\(entity.name)' was removed, and '\(renamed)' is new with the same key and columns: if it is the new name, this is a rename",
+                    "Renames are not supported yet: add '\(renamed)' in one release and have the app copy into it, keeping '\(entity.name)'")
+            } else {
+                refuse(entity.name, "entity '\(entity.name)' was removed", keep)
+            }
+        }
+        for entity in new.entities {
+            guard let before = old.entity(named: entity.name) else {
+                added.append(entity.name)
+                continue
+            }
+            if entity.primaryKey != before.primaryKey {
+                refuse(
+                    entity.name, "the primary key of '\(entity.name)' changed",
+                    "Keys cannot change once rows exist: add a new entity with the new key and have the app copy the rows into it")
+            }
+            let newNames = Set(entity.columnNames), oldNames = Set(before.columnNames)
+            for attribute in before.attributes {
+                let location = "\(entity.name).\(attribute.name)"
+                guard let current = entity.attributes.first(where: { $0.name == attribute.name }) else {
+                    let candidates = entity.attributes.filter { !oldNames.contains($0.name) && $0.type == attribute.type }
+                    if let renamed = candidates.first, candidates.count == 1 {
+                        refuse(
+                            location, "attribute '\(attribute.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename",
+                            "Renames are not supported yet: add '\(renamed.name)' (optional) in one release, write both and read the new one; keep '\(attribute.name)'")
+                    } else {
+                        refuse(location, "attribute '\(attribute.name)' was removed", keep)
+                    }
+                    continue
+                }
+                if current.type != attribute.type {
+                    refuse(
+                        location, "the type of '\(attribute.name)' changed from \(attribute.type.rawValue) to \(current.type.rawValue)",
+                        "Add a new attribute of type \(current.type.rawValue), have the app fill it from '\(attribute.name)', and keep '\(attribute.name)'")
+                }
+                if current.optional != attribute.optional {
+                    refuse(
+                        location, current.optional ? "'\(attribute.name)' became optional" : "'\(attribute.name)' became required",
+                        "Optionality cannot change: nodes on the old release would write what the new one refuses, or the other way round; add a new attribute")
+                }
+                if current.defaultValue != attribute.defaultValue {
+                    refuse(
+                        location, "the default of '\(attribute.name)' changed",
+                        "A default cannot change once rows exist: add a new attribute with the new default")
+                }
+            }
+            for relationship in before.relationships {
+                let location = "\(entity.name).\(relationship.name)"
+                guard let current = entity.relationships.first(where: { $0.name == relationship.name }) else {
+                    refuse(location, "relationship '\(relationship.name)' was removed", keep)
+                    continue
+                }
+                if current.destination != relationship.destination {
+                    refuse(
+                        location, "relationship '\(relationship.name)' now points to '\(current.destination)' instead of '\(relationship.destination)'",
+                        "Add a new relationship to '\(current.destination)' and keep '\(relationship.name)'")
+                } else if current.deleteRule != relationship.deleteRule {
+                    note(
+                        location, "the delete rule of '\(relationship.name)' changed from \(relationship.deleteRule.rawValue) to \(current.deleteRule.rawValue)",
+                        "Nodes apply the rule of the release they run until all are upgraded: a delete made on an old node follows the old rule")
+                }
+            }
+            for attribute in entity.attributes where !oldNames.contains(attribute.name) {
+                let location = "\(entity.name).\(attribute.name)"
+                if !attribute.optional && attribute.defaultValue == nil {
+                    refuse(
+                        location, "new attribute '\(attribute.name)' is required and has no default, so existing rows would have no value",
+                        "Give it a default, or make it optional")
+                    continue
+                }
+                added.append(location)
+            }
+            for relationship in entity.relationships where !oldNames.contains(relationship.name) { added.append("\(entity.name).\(relationship.name)") }
+            if newNames.count > Schema.maximumColumnsPerEntity {
+                refuse(entity.name, "'\(entity.name)' would have \(newNames.count) columns", "At most \(Schema.maximumColumnsPerEntity); split the entity")
+            }
+            let oldKeys = Set(before.uniqueKeys.map { $0.sorted() })
+            for key in entity.uniqueKeys where !oldKeys.contains(key.sorted()) {
+                note(
+                    entity.name, "a new unique key (\(key.joined(separator: ", ")))",
+                    "Rows written before it may collide: the merge keeps one of each colliding group on every node, and nodes on the old release do not enforce it")
+            }
+        }
+        if unsafe.isEmpty, !added.isEmpty {
+            note(
+                "version", "nodes on version \(old.version) apply what they declare of changes written under \(new.version) and keep the rest",
+                "They merge it when they are upgraded; nothing waits meanwhile")
+        }
+        findings = unsafe + notes
+    }
+
+    /// A new entity with exactly the removed one's key and columns: most likely the same one renamed.
+    private static func renamedEntity(_ entity: Entity, in new: Schema, old: Schema) -> String? {
+        let candidates = new.entities.filter {
+            old.entity(named: $0.name) == nil && $0.primaryKey == entity.primaryKey && Set($0.columnNames) == Set(entity.columnNames)
+        }
+        return candidates.count == 1 ? candidates[0].name : nil
+    }
+
+    /// The report `logsync schema check` prints.
+    package var report: String {
+        var lines = ["\(isSafe ? "safe" : "unsafe"): version \(old.version) to \(new.version)"]
+        if !added.isEmpty { lines.append("adds: \(added.joined(separator: ", "))") }
+        lines += findings.map(\.description)
+        return lines.joined(separator: "\n")
+    }
+}

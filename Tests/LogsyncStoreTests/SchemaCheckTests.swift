@@ -1,0 +1,106 @@
+import Foundation
+import LogsyncCore
+import LogsyncStore
+import LogsyncTestKit
+import Testing
+
+/// `SchemaCheck` (`logsync schema check`) against what a store does: every change in the table is refused
+/// by the check with its reason and by a real store's migration, and every safe one migrates.
+@Suite("Schema check before release")
+struct SchemaCheckTests {
+    static let base = Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .text), Attribute("rank", .integer, optional: false, default: 0)]),
+        Entity(
+            "Note", attributes: [Attribute("title", .text), Attribute("body", .text)],
+            relationships: [Relationship("folder", to: "Folder", deleteRule: .cascade)]),
+    ])
+
+    /// A change to the base schema, made under version 2.
+    struct Case: Sendable, CustomTestStringConvertible {
+        let name: String
+        /// Where the check reports it, and words its reason holds.
+        let location: String
+        let says: String
+        let change: @Sendable (inout Schema) -> Void
+
+        var testDescription: String { name }
+
+        func schema() -> Schema {
+            var schema = SchemaCheckTests.base
+            schema.version = 2
+            change(&schema)
+            return schema
+        }
+    }
+
+    static let unsafe: [Case] = [
+        Case(name: "an entity dropped", location: "Note", says: "was removed") { $0.entities.remove(at: 1) },
+        Case(name: "an attribute dropped", location: "Note.body", says: "was removed") { $0.entities[1].attributes.remove(at: 1) },
+        Case(name: "an attribute retyped", location: "Note.body", says: "type of 'body' changed from text to blob") {
+            $0.entities[1].attributes[1] = Attribute("body", .blob)
+        },
+        Case(name: "an attribute renamed without an identifier", location: "Note.body", says: "a rename") {
+            $0.entities[1].attributes[1] = Attribute("text", .text)
+        },
+        Case(name: "an entity renamed", location: "Note", says: "a rename") { $0.entities[1].name = "Memo" },
+        Case(name: "a new required attribute without a default", location: "Note.pinned", says: "required and has no default") {
+            $0.entities[1].attributes.append(Attribute("pinned", .bool, optional: false))
+        },
+        Case(name: "an optional attribute made required", location: "Note.title", says: "became required") {
+            $0.entities[1].attributes[0] = Attribute("title", .text, optional: false, default: "")
+        },
+        Case(name: "a default changed", location: "Folder.rank", says: "default of 'rank' changed") {
+            $0.entities[0].attributes[1] = Attribute("rank", .integer, optional: false, default: 1)
+        },
+        Case(name: "a key retyped", location: "Folder", says: "primary key") { $0.entities[0].primaryKey = PrimaryKey("id", .uuidBlob) },
+        Case(name: "a relationship dropped", location: "Note.folder", says: "was removed") { $0.entities[1].relationships = [] },
+        Case(name: "a relationship retargeted", location: "Note.folder", says: "now points to 'Note'") {
+            $0.entities[1].relationships[0] = Relationship("folder", to: "Note", deleteRule: .cascade)
+        },
+    ]
+
+    @Test("every unsafe change is refused by the check with its reason, and by a store migrating to it", arguments: unsafe)
+    func unsafeChange(_ change: Case) throws {
+        let new = change.schema()
+        let check = SchemaCheck(from: Self.base, to: new)
+        #expect(!check.isSafe)
+        let finding = check.findings.first { $0.severity == .unsafe && $0.location == change.location }
+        #expect(finding?.reason.contains(change.says) == true, "\(check.report)")
+        #expect(finding?.advice.isEmpty == false)
+
+        let directory = try TemporaryDirectory("check")
+        let path = directory.file("store.sqlite")
+        try Store(path: path, schema: Self.base).write { try $0.insert("Folder", ["id": .text(UUID().uuidString.lowercased()), "name": "a"]) }
+        #expect(throws: StoreError.self, "a store migrates what the check refuses: \(change.name)") { try Store(path: path, schema: new) }
+    }
+
+    @Test("a version that did not go up, with a changed definition, is refused")
+    func versionMustGrow() {
+        var same = Self.base
+        same.entities[0].attributes.append(Attribute("color", .text))
+        let check = SchemaCheck(from: Self.base, to: same)
+        #expect(!check.isSafe && check.findings.first?.location == "version", "\(check.report)")
+    }
+
+    @Test("additions are safe, listed, and migrate; a changed delete rule and a new unique key are notes")
+    func additionsAreSafe() throws {
+        var new = Self.base
+        new.version = 2
+        new.entities[0].attributes.append(Attribute("color", .text))
+        new.entities[0].uniqueKeys = [["name"]]
+        new.entities[1].attributes.append(Attribute("pinned", .bool, optional: false, default: .integer(0)))
+        new.entities[1].relationships[0] = Relationship("folder", to: "Folder", deleteRule: .nullify)
+        new.entities.append(Entity("Tag", attributes: [Attribute("name", .text)]))
+        let check = SchemaCheck(from: Self.base, to: new)
+        #expect(check.isSafe, "\(check.report)")
+        #expect(check.added == ["Folder.color", "Note.pinned", "Tag"])
+        #expect(check.findings.contains { $0.location == "Note.folder" && $0.reason.contains("delete rule") })
+        #expect(check.findings.contains { $0.location == "Folder" && $0.reason.contains("unique key") })
+        #expect(check.report.hasPrefix("safe: version 1 to 2"))
+
+        let directory = try TemporaryDirectory("check-safe")
+        let path = directory.file("store.sqlite")
+        _ = try Store(path: path, schema: Self.base)
+        _ = try Store(path: path, schema: new)
+    }
+}
