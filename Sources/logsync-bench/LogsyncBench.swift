@@ -32,6 +32,7 @@ struct LogsyncBench: ParsableCommand {
             RelaySuite.self,
             RebuildSuite.self,
             BootstrapSuite.self,
+            UpgradeSuite.self,
             SoakSuite.self,
         ])
 }

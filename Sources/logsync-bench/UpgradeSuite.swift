@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import LogsyncCore
+import LogsyncStore
+
+/// `upgrade`: how long an app's store of 1M rows takes to open under a schema with an additive change (a
+/// new column and a new entity, `docs/schema-evolution.md`) — the migration a release runs on every
+/// device — against opening it under the schema it already has, in the same run.
+///
+/// Untimed: N `Note` rows written through `Store.write` in transactions of 1,000, their history exported
+/// (folded into segments, as syncd does), the WAL checkpointed; the file is copied once per round.
+/// Timed, three rounds each, on a copy: opening with the same schema (the baseline), and opening with
+/// version 2 (the migration), each followed by one write that uses the new schema, since the first write
+/// transaction re-checks the tables.
+struct UpgradeSuite: ParsableCommand, BenchmarkSuite {
+    static let configuration = CommandConfiguration(
+        commandName: "upgrade",
+        abstract: "Open a store of 1M rows under an additively changed schema: time, against opening it unchanged.")
+
+    @OptionGroup var options: SuiteOptions
+
+    static let suite = "upgrade"
+
+    static let version2: Schema = {
+        var schema = NoteFixture.schema
+        schema.version = 2
+        schema.entities[0].attributes.append(Attribute("color", .text))
+        schema.entities.append(Entity("Tag", attributes: [Attribute("name", .text)]))
+        return schema
+    }()
+
+    func run() throws {
+        let rows = options.quick ? 100_000 : 1_000_000
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("logsync-bench-upgrade-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = directory + "/source.sqlite"
+        let setup = try ContinuousClock().measure {
+            let store = try Store(path: source, schema: NoteFixture.schema)
+            var written = 0
+            while written < rows {
+                let batch = NoteFixture.rows(count: min(1_000, rows - written))
+                try store.write { tx in for row in batch { try tx.insert("Note", row.values) } }
+                written += batch.count
+            }
+            _ = try store.sync.exportToOutbox(account: "bench")
+            try store.checkpoint()
+        }
+        Report.progress("setup (untimed): \(grouped(rows)) rows written and exported in \(formatted(setup.seconds)) s")
+
+        func round(_ schema: Schema, _ label: String) throws -> Double {
+            let copy = directory + "/\(label).sqlite"
+            try? FileManager.default.removeItem(atPath: copy)
+            try FileManager.default.copyItem(atPath: source, toPath: copy)
+            let elapsed = try ContinuousClock().measure {
+                let store = try Store(path: copy, schema: schema)
+                try store.write { tx in
+                    var values = NoteFixture.rows(count: 1)[0].values
+                    if schema.version == 2 { values["color"] = "blue" }
+                    try tx.insert("Note", values)
+                }
+            }
+            try FileManager.default.removeItem(atPath: copy)
+            for suffix in ["-wal", "-shm", "-writers"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            return elapsed.seconds * 1_000
+        }
+        var same: [Double] = [], upgraded: [Double] = []
+        for index in 0..<3 {
+            same.append(try round(NoteFixture.schema, "same-\(index)"))
+            upgraded.append(try round(Self.version2, "v2-\(index)"))
+            Report.progress("  round \(index + 1): open unchanged \(formatted(same.last!, decimals: 1)) ms, open with version 2 \(formatted(upgraded.last!, decimals: 1)) ms")
+        }
+        if options.quick { Report.progress("--quick: \(grouped(rows)) rows; upgrade_1m_ms is the time for them, not scaled") }
+        Report.emit(metric("upgrade_1m_ms", Stats.median(upgraded), unit: "ms", goal: 1_000, .lower, decimals: 1))
+        Report.emit(metric("open_unchanged_1m_ms", Stats.median(same), unit: "ms", goal: nil, .lower, decimals: 1))
+        Report.emit(metric("upgrade_vs_open", Stats.median(upgraded) / Stats.median(same), unit: "x", goal: nil, .lower))
+    }
+}
