@@ -270,6 +270,9 @@ public final class SyncEngine: Sendable {
                             }
                             handed = (name, segment.checksum)
                             if !segment.kept.isEmpty { report.keptForSchema.append(name) }
+                            if segment.header.schemaVersion > store.schema.version {
+                                report.newerSchemas[origin] = max(report.newerSchemas[origin] ?? 0, segment.header.schemaVersion)
+                            }
                             if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                                 report.heldForClockSkew.append(name)
                                 report.wait(

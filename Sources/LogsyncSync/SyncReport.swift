@@ -37,6 +37,9 @@ public struct SyncReport: Sendable, CustomStringConvertible {
     /// declares; the rest of them is kept in the store, and merged once the app registers a schema that
     /// declares it (`docs/schema-evolution.md`). Their node's stream goes on.
     public var keptForSchema: [SegmentName] = []
+    /// Peers whose segments applied in this run were written under a newer schema than this store's, with
+    /// the newest such version: an update of this node's app is available.
+    public var newerSchemas: [NodeID: Int] = [:]
     /// Kept transactions merged in this run because the app now declares what they hold.
     public var appliedKept = 0
     /// Transactions still kept for a newer schema after this run.

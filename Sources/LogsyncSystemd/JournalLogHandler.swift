@@ -129,6 +129,8 @@ public enum MessageID {
     /// syncd found that its relay lost history (a new identity or epoch, or arrivals below its cursor):
     /// it pulled again from the start and pushed again what it still had.
     public static let relayReset = "caad8f0a3813446ab853d9ec30c99175"
+    /// A peer writes with a newer schema than this node's app (once per peer and version).
+    public static let newerSchema = "9ac294e804fa435e9fb6802718ca4db1"
 }
 
 /// The level below which a process logs nothing: from its configuration (`[log] level`), unless its

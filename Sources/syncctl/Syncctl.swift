@@ -311,7 +311,7 @@ struct Watch: ParsableCommand {
 
     private func send(_ client: ControlClient) throws -> ControlResponse {
         do {
-            return try client.send(.watch, accountEvents: true, refusalEvents: true)
+            return try client.send(.watch, accountEvents: true, refusalEvents: true, schemaEvents: true)
         } catch {
             throw connection.fail(error)
         }

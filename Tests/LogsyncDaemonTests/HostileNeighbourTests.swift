@@ -192,6 +192,14 @@ struct HostileNeighbourTests {
         let b = try cluster.addNode("b")
         try await b.start()
         defer { b.process?.process.terminate() }
+        // A watch, subscribed (it has seen a round) before anything arrives: it hears of the newer schema.
+        let watch = try Subprocess(Products.path("syncctl"), ["watch", "--json", "--socket", b.socketPath])
+        defer { watch.process.terminate() }
+        try await eventually(within: .seconds(20), every: .zero, "a sync_finished event in the watch:\n\(watch.stdout) \(watch.stderr)") { () async throws -> Bool in
+            if watch.stdout.contains("\"sync_finished\"") { return true }
+            #expect(try await b.syncctl(["trigger"]).status == 0)
+            return false
+        }
         let account = cluster.shared + "/test/"
         let now = UInt64(Date().timeIntervalSince1970 * 1000)
         // A node whose clock is a year ahead, one whose first segment is missing, and one with a good first
@@ -239,6 +247,11 @@ struct HostileNeighbourTests {
         #expect(waiting[newer] == nil, "\(waiting)")
         let schema = try #require(try await b.status()["schema"] as? [String: Any])
         #expect(schema["version"] as? Int == 1 && schema["newest_peer_version"] as? Int == 2 && schema["kept_transactions"] as? Int == 0, "\(schema)")
+        // Said once per peer and version: in the watch and in the journal.
+        try await b.awaitLog("node \(newer) writes with schema version 2, newer than this app's")
+        try await eventually(within: .seconds(20), "the newer_schema event in the watch:\n\(watch.stdout)") { watch.stdout.contains("\"newer_schema\"") }
+        #expect(try await b.syncctl(["trigger"]).status == 0)
+        #expect(watch.stdout.components(separatedBy: "\"newer_schema\"").count == 2, "once: \(watch.stdout)")
         let text = try await b.syncctl(["peers"])
         #expect(text.stdout.contains("waiting for 1: segment") && text.stdout.contains("ahead of this machine's clock"), "\(text.stdout)")
         try await b.stop()

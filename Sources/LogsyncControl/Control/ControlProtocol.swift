@@ -29,6 +29,8 @@ public struct ControlRequest: Codable, Sendable {
     /// For `watch`: also send the refusal events (`refused`, `dropped`); clients that do not ask never
     /// get event kinds they may not know.
     public var refusalEvents: Bool?
+    /// For `watch`: also send the schema events (`newer_schema`).
+    public var schemaEvents: Bool?
 
     public enum Command: String, Codable, Sendable, CaseIterable {
         case status, trigger, peers, history, watch, reload, check
@@ -42,7 +44,7 @@ public struct ControlRequest: Codable, Sendable {
 
     public init(
         id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, schemaEvents: Bool? = nil
     ) {
         self.version = ControlProtocol.version
         self.id = id
@@ -54,11 +56,12 @@ public struct ControlRequest: Codable, Sendable {
         self.accountEvents = accountEvents
         self.segment = segment
         self.refusalEvents = refusalEvents
+        self.schemaEvents = schemaEvents
     }
 
     enum CodingKeys: String, CodingKey {
         case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit, account, logout, accountEvents = "account_events", segment
-        case refusalEvents = "refusal_events"
+        case refusalEvents = "refusal_events", schemaEvents = "schema_events"
     }
 }
 
@@ -418,6 +421,24 @@ public struct DaemonEvent: Codable, Sendable {
         case refused, dropped
         /// Account events, sent only to `watch` clients that ask for them (`account_events`).
         case storesWillChange = "stores_will_change", switchProgress = "switch_progress", storesDidChange = "stores_did_change"
+        /// Schema events, sent only to `watch` clients that ask for them (`schema_events`): a peer writes
+        /// with a newer schema than this node's app (an update is available); once per peer and version.
+        case newerSchema = "newer_schema"
+
+        /// The request field a client sets to receive this kind, or nil for kinds every client gets.
+        public var optIn: OptIn? {
+            switch self {
+            case .refused, .dropped: return .refusal
+            case .storesWillChange, .switchProgress, .storesDidChange: return .account
+            case .newerSchema: return .schema
+            default: return nil
+            }
+        }
+    }
+
+    /// Groups of event kinds that older clients do not know, sent only to clients that ask for them.
+    public enum OptIn: Sendable, Hashable {
+        case account, refusal, schema
     }
 
     public var kind: Kind

@@ -207,7 +207,11 @@ final class ControlServer: Sendable {
             return !clients.stopped
         }
         guard admitted else { return }
-        let subscription = handler.events.subscribe(accountEvents: request.accountEvents ?? false, refusalEvents: request.refusalEvents ?? false) { queue.offer($0) }
+        var optIns: Set<DaemonEvent.OptIn> = []
+        if request.accountEvents == true { optIns.insert(.account) }
+        if request.refusalEvents == true { optIns.insert(.refusal) }
+        if request.schemaEvents == true { optIns.insert(.schema) }
+        let subscription = handler.events.subscribe(optIns: optIns) { queue.offer($0) }
         defer { handler.events.unsubscribe(subscription) }
         while true {
             switch queue.next(waitingAtMost: .milliseconds(250)) {

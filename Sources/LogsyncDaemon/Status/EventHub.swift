@@ -6,20 +6,19 @@ import Synchronization
 /// subscriber only enqueues (``EventQueue``): publishing never waits for a client.
 final class EventHub: Sendable {
     private struct Subscriber {
-        var accountEvents: Bool
-        var refusalEvents: Bool
+        var optIns: Set<DaemonEvent.OptIn>
         var handler: @Sendable (DaemonEvent) -> Void
     }
 
     private let subscribers = Mutex((next: 0, all: [Int: Subscriber]()))
 
-    /// Adds a subscriber; account events (`stores_will_change`, …) and refusal events (`refused`,
-    /// `dropped`) reach it only when it asks for them, so that older clients never meet kinds they do not
-    /// know. Returns its id for ``unsubscribe(_:)``.
-    func subscribe(accountEvents: Bool = false, refusalEvents: Bool = false, _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
+    /// Adds a subscriber; the kinds of an opt-in group (account events such as `stores_will_change`,
+    /// refusal events, schema events: ``DaemonEvent/Kind/optIn``) reach it only when it asks for them, so
+    /// that older clients never meet kinds they do not know. Returns its id for ``unsubscribe(_:)``.
+    func subscribe(optIns: Set<DaemonEvent.OptIn> = [], _ handler: @escaping @Sendable (DaemonEvent) -> Void) -> Int {
         subscribers.withLock { state in
             state.next += 1
-            state.all[state.next] = Subscriber(accountEvents: accountEvents, refusalEvents: refusalEvents, handler: handler)
+            state.all[state.next] = Subscriber(optIns: optIns, handler: handler)
             return state.next
         }
     }
@@ -29,11 +28,8 @@ final class EventHub: Sendable {
     }
 
     func publish(_ event: DaemonEvent) {
-        let isAccountEvent = [.storesWillChange, .switchProgress, .storesDidChange].contains(event.kind)
-        let isRefusalEvent = [.refused, .dropped].contains(event.kind)
-        let handlers = subscribers.withLock {
-            $0.all.values.filter { ($0.accountEvents || !isAccountEvent) && ($0.refusalEvents || !isRefusalEvent) }.map(\.handler)
-        }
+        let optIn = event.kind.optIn
+        let handlers = subscribers.withLock { $0.all.values.filter { optIn.map($0.optIns.contains) ?? true }.map(\.handler) }
         for handler in handlers { handler(event) }
     }
 

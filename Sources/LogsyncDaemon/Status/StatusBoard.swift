@@ -19,6 +19,8 @@ final class StatusBoard: Sendable {
         var notices: Set<Notice> = []
         /// The last time a carrier (a relay) was found to have lost history, and what was done.
         var relayReset: (message: String, at: Int64)?
+        /// Peers and the newer schema versions they write with, each announced once.
+        var announcedSchemas: Set<String> = []
         var counters = MetricsCounters()
     }
 
@@ -99,6 +101,13 @@ final class StatusBoard: Sendable {
             for name in report.published { events.publish(DaemonEvent(kind: .published, at: summary.finishedAt, message: name.description)) }
             for name in report.applied { events.publish(DaemonEvent(kind: .applied, at: summary.finishedAt, message: name.description)) }
             for refused in report.refused { events.publish(DaemonEvent(kind: .refused, at: summary.finishedAt, message: refused.description)) }
+            for (node, version) in report.newerSchemas.sorted(by: { $0.key < $1.key })
+            where state.withLock({ $0.announcedSchemas.insert("\(node)/\(version)").inserted }) {
+                let message = "node \(node) writes with schema version \(version), newer than this app's: an update of the app is available; "
+                    + "what this app declares of its changes is applied, the rest kept until then"
+                logger.notice("\(message)", metadata: ["message_id": "\(MessageID.newerSchema)", "peer": "\(node)"])
+                events.publish(DaemonEvent(kind: .newerSchema, at: summary.finishedAt, message: message))
+            }
             for name in report.quarantined {
                 logger.critical(
                     "QUARANTINED \(name): the same node and sequences with different content; not applied",
