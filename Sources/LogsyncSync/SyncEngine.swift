@@ -449,7 +449,9 @@ public final class SyncEngine: Sendable {
             let newer = header.schemaVersion > context.rules.schemaVersion
             var transactions: [LogTransaction] = []
             var kept: [Int: LogTransaction] = [:]
-            while let transaction = try decoder.next() {
+            let names = context.rules.names
+            while let decoded = try decoder.next() {
+                let transaction = names.current(decoded)
                 if newer {
                     let (understood, remainder, problem) = context.rules.split(transaction)
                     if let problem { return refuse("its changes to what this node's schema declares do not fit it: \(problem)") }

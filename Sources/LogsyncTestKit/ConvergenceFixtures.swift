@@ -14,16 +14,18 @@ extension Schema {
 }
 
 extension Store {
-    /// The synced tables as a projection, to compare with a reference computed by the merge rules.
-    package func syncedTables() throws -> Projection {
+    /// The synced tables as a projection, to compare with a reference computed by the merge rules; with
+    /// `logNames`, a renamed attribute's column under the name the log gives it (its renamingIdentifier).
+    package func syncedTables(logNames: Bool = false) throws -> Projection {
         var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
         for entity in schema.entities {
             guard let key = entity.primaryKey?.name else { continue }
             let columns = entity.columnNames
+            let names = logNames ? entity.attributes.map(\.logName) + entity.relationships.map(\.name) : columns
             var table: [DatabaseValue: [String: DatabaseValue]] = [:]
             let selected = ([key] + columns).joined(separator: ", ")
             for row in try read("SELECT \(selected) FROM \(entity.name)") {
-                table[row[0]] = Dictionary(uniqueKeysWithValues: zip(columns, row.dropFirst()))
+                table[row[0]] = Dictionary(uniqueKeysWithValues: zip(names, row.dropFirst()))
             }
             tables[entity.name] = table
         }

@@ -74,6 +74,25 @@ struct SchemaCheckTests {
         #expect(throws: StoreError.self, "a store migrates what the check refuses: \(change.name)") { try Store(path: path, schema: new) }
     }
 
+    @Test("a rename with its identifier is safe, and the store keeps the column's values under the new name")
+    func renameWithIdentifier() throws {
+        var new = Self.base
+        new.version = 2
+        new.entities[1].attributes[1] = Attribute("text", .text, renamingIdentifier: "body")
+        let check = SchemaCheck(from: Self.base, to: new)
+        #expect(check.isSafe && check.added.isEmpty, "\(check.report)")
+        #expect(check.findings.contains { $0.location == "Note.body" && $0.reason.contains("renamed 'text'") }, "\(check.report)")
+        let directory = try TemporaryDirectory("check-rename")
+        let path = directory.file("store.sqlite")
+        let id = DatabaseValue.text(UUID().uuidString.lowercased())
+        try Store(path: path, schema: Self.base).write { try $0.insert("Note", ["id": id, "body": "kept"]) }
+        let renamed = try Store(path: path, schema: new)
+        #expect(try renamed.read("SELECT text FROM Note") == [[.text("kept")]])
+        try renamed.write { try $0.update("Note", key: id, ["text": "edited"]) }
+        let last = try #require(try renamed.history(after: HistoryToken(0), limit: 10).last)
+        #expect(last.changes.first?.changedColumns == ["text"], "history speaks the store's names: \(last)")
+    }
+
     @Test("a version that did not go up, with a changed definition, is refused")
     func versionMustGrow() {
         var same = Self.base

@@ -56,7 +56,7 @@ final class SyncCluster {
     static func id() -> DatabaseValue { .text(UUID().uuidString.lowercased()) }
 
     /// One random write of the convergence schema: folders, labels (unique names), notes; updates and deletes.
-    static func randomWrite(_ store: Store, using rng: inout SeededRandom) throws {
+    static func randomWrite(_ store: Store, title: String = "title", using rng: inout SeededRandom) throws {
         let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
         let labels = try store.read("SELECT id FROM Label").map { $0[0] }
         let notes = try store.read("SELECT id FROM Note").map { $0[0] }
@@ -67,7 +67,7 @@ final class SyncCluster {
                 let name = DatabaseValue.text("l\(Int.random(in: 0..<3, using: &rng))")
                 if try tx.rows("SELECT 1 FROM Label WHERE name = ?", [name]).isEmpty { try tx.insert("Label", ["id": SyncCluster.id(), "name": name]) }
             case 2, 3, 4:
-                try tx.insert("Note", ["id": SyncCluster.id(), "title": "t", "rank": .integer(Int64.random(in: 0..<5, using: &rng)),
+                try tx.insert("Note", ["id": SyncCluster.id(), title: "t", "rank": .integer(Int64.random(in: 0..<5, using: &rng)),
                                        "folder": folders.randomElement(using: &rng) ?? .null, "label": labels.randomElement(using: &rng) ?? .null])
             case 5, 6, 7:
                 if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, ["rank": .integer(Int64.random(in: 0..<5, using: &rng))]) }

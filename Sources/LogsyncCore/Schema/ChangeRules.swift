@@ -20,9 +20,13 @@ package struct ChangeRules: Sendable {
 
     package let schemaVersion: Int
     let entities: [String: EntityRules]
+    /// The log's names of renamed attributes and their current ones: a decoded transaction is translated
+    /// (``LogNames/current(_:)``) before it is checked.
+    package let names: LogNames
 
     package init(_ schema: Schema) {
         schemaVersion = schema.version
+        names = LogNames(schema)
         var entities: [String: EntityRules] = [:]
         for entity in schema.entities {
             guard let key = entity.primaryKey else { continue }

@@ -78,20 +78,30 @@ public struct Attribute: Sendable, Hashable, Codable {
     public var defaultValue: DefaultValue?
     /// Deleting a row keeps this attribute's last value in the delete's tombstone.
     public var preservedOnDelete: Bool
+    /// The name the attribute was first declared with, when a later release renamed it (as Core Data's
+    /// `renamingIdentifier`): changes travel in the log under this name, so that nodes on releases before
+    /// and after the rename write into one column (`docs/schema-evolution.md`). It stays the same through
+    /// every later rename.
+    public var renamingIdentifier: String?
 
     public init(
         _ name: String,
         _ type: AttributeType,
         optional: Bool = true,
         default defaultValue: DefaultValue? = nil,
-        preservedOnDelete: Bool = false
+        preservedOnDelete: Bool = false,
+        renamingIdentifier: String? = nil
     ) {
         self.name = name
         self.type = type
         self.optional = optional
         self.defaultValue = defaultValue
         self.preservedOnDelete = preservedOnDelete
+        self.renamingIdentifier = renamingIdentifier
     }
+
+    /// The name changes to this attribute carry in segments and baselines.
+    public var logName: String { renamingIdentifier ?? name }
 }
 
 /// A literal default for an attribute, as it appears in the table definition.

@@ -68,19 +68,26 @@ package struct SchemaCheck: Sendable {
                     entity.name, "the primary key of '\(entity.name)' changed",
                     "Keys cannot change once rows exist: add a new entity with the new key and have the app copy the rows into it")
             }
-            let newNames = Set(entity.columnNames), oldNames = Set(before.columnNames)
+            // Columns are the same when their names in the log are (a rename keeps the log's name).
+            let newNames = Set(entity.columnNames)
+            let oldNames = Set(before.attributes.map(\.logName) + before.relationships.map(\.name))
             for attribute in before.attributes {
                 let location = "\(entity.name).\(attribute.name)"
-                guard let current = entity.attributes.first(where: { $0.name == attribute.name }) else {
-                    let candidates = entity.attributes.filter { !oldNames.contains($0.name) && $0.type == attribute.type }
+                guard let current = entity.attributes.first(where: { $0.logName == attribute.logName }) else {
+                    let candidates = entity.attributes.filter { !oldNames.contains($0.logName) && $0.type == attribute.type }
                     if let renamed = candidates.first, candidates.count == 1 {
                         refuse(
-                            location, "attribute '\(attribute.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename",
-                            "Renames are not supported yet: add '\(renamed.name)' (optional) in one release, write both and read the new one; keep '\(attribute.name)'")
+                            location, "attribute '\(attribute.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename without its identifier",
+                            "Declare '\(renamed.name)' with renamingIdentifier '\(attribute.logName)': changes keep travelling under that name, and nodes before and after the rename write into one column")
                     } else {
                         refuse(location, "attribute '\(attribute.name)' was removed", keep)
                     }
                     continue
+                }
+                if current.name != attribute.name {
+                    note(
+                        location, "'\(attribute.name)' is renamed '\(current.name)'",
+                        "Its changes keep the log's name '\(attribute.logName)': nodes on either release write into the same column")
                 }
                 if current.type != attribute.type {
                     refuse(
@@ -114,7 +121,7 @@ package struct SchemaCheck: Sendable {
                         "Nodes apply the rule of the release they run until all are upgraded: a delete made on an old node follows the old rule")
                 }
             }
-            for attribute in entity.attributes where !oldNames.contains(attribute.name) {
+            for attribute in entity.attributes where !oldNames.contains(attribute.logName) {
                 let location = "\(entity.name).\(attribute.name)"
                 if !attribute.optional && attribute.defaultValue == nil {
                     refuse(

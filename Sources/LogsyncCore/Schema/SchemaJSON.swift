@@ -63,6 +63,7 @@ extension Schema {
                 case nil: break
                 }
                 if attribute.preservedOnDelete { parts.append(member("preservedOnDelete", "true")) }
+                if let identifier = attribute.renamingIdentifier { parts.append(member("renamingIdentifier", string(identifier))) }
                 return "{" + parts.joined(separator: ", ") + "}"
             }
             if !attributes.isEmpty { members.append(member("attributes", "[" + attributes.joined(separator: ", ") + "]")) }
@@ -138,7 +139,8 @@ extension Schema {
                 Attribute(
                     attributeName, try type(attributeObject["type"], at: location),
                     optional: attributeObject["optional"] as? Bool ?? true, default: defaultValue,
-                    preservedOnDelete: attributeObject["preservedOnDelete"] as? Bool ?? false))
+                    preservedOnDelete: attributeObject["preservedOnDelete"] as? Bool ?? false,
+                    renamingIdentifier: attributeObject["renamingIdentifier"] as? String))
         }
         var relationships: [Relationship] = []
         for relationshipObject in object["relationships"] as? [[String: Any]] ?? [] {

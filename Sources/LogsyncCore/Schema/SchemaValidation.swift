@@ -55,6 +55,20 @@ extension Schema {
                     "relationship '\(relationship.name)' points to '\(relationship.destination)', which is not an entity of this schema")
             }
         }
+        // Names in the log: a renamed attribute's identifier must name no other column there.
+        var logNames: Set<String> = []
+        for name in entity.attributes.map(\.logName) + entity.relationships.map(\.name) {
+            guard logNames.insert(name.lowercased()).inserted else {
+                throw SchemaError(
+                    .duplicateName, at: "\(entity.name).\(name)",
+                    "'\(name)' names two columns of '\(entity.name)' in the log: a renamingIdentifier must be a name no other column has")
+            }
+        }
+        for attribute in entity.attributes {
+            if let identifier = attribute.renamingIdentifier {
+                try Self.checkIdentifier(identifier, at: "\(entity.name).\(attribute.name)", what: "renamingIdentifier")
+            }
+        }
         guard entity.columnNames.count <= Self.maximumColumnsPerEntity else {
             throw SchemaError(
                 .tooManyColumns, at: entity.name,

@@ -60,9 +60,10 @@ extension Store {
                 changes.append(
                     try foldChange(kind, info: info, key: change[3], mask: mask, clock: clock, writer: writer, state: &state, changed: &changed))
             }
-            try emit(LogTransaction(
+            // In the log's names: a renamed attribute travels under the name it was first declared with.
+            try emit(changeRules.names.log(LogTransaction(
                 sequence: UInt64(sequence), timestamp: clock.timestamp, author: row[6].text, contextName: row[7].text,
-                changes: changes))
+                changes: changes)))
             folded += 1
         }
         try writer.refresh(changed: changed, nodes: &state.nodes)

@@ -224,13 +224,19 @@ struct SchemaRegistration {
         guard entity.primaryKey == old.primaryKey else {
             throw notAdditive(entity.name, "the primary key of '\(entity.name)' changed; keys cannot change once data exists")
         }
+        var renamed: [(from: String, to: String)] = []
         for attribute in old.attributes {
-            guard var current = entity.attributes.first(where: { $0.name == attribute.name }) else {
+            // The same attribute is the one with the same name in the log: a rename keeps it.
+            guard var current = entity.attributes.first(where: { $0.logName == attribute.logName }) else {
                 throw notAdditive(
                     "\(entity.name).\(attribute.name)",
-                    "attribute '\(attribute.name)' of '\(entity.name)' was removed; removing columns is not an additive migration")
+                    "attribute '\(attribute.name)' of '\(entity.name)' was removed; removing columns is not an additive migration"
+                        + " (to rename it, give the new attribute renamingIdentifier '\(attribute.logName)')")
             }
+            if current.name != attribute.name { renamed.append((attribute.name, current.name)) }
             current.preservedOnDelete = attribute.preservedOnDelete
+            current.name = attribute.name
+            current.renamingIdentifier = attribute.renamingIdentifier
             guard current == attribute else {
                 throw notAdditive(
                     "\(entity.name).\(attribute.name)",
@@ -243,7 +249,14 @@ struct SchemaRegistration {
                 "\(entity.name).\(relationship.name)",
                 "relationship '\(relationship.name)' of '\(entity.name)' was removed or retargeted; only new relationships can be added")
         }
-        let oldColumns = Set(old.columnNames)
+        // A renamed column keeps its place, and so its bit in history and row states; SQLite renames it in the
+        // table's indexes too, and the triggers are generated again after the migration.
+        var columns = try registeredColumns(of: entity)
+        for (from, to) in renamed {
+            try connection.execute("ALTER TABLE \(SchemaSQL.quote(entity.name)) RENAME COLUMN \(SchemaSQL.quote(from)) TO \(SchemaSQL.quote(to))")
+            if let bit = columns.firstIndex(of: from) { columns[bit] = to }
+        }
+        let oldColumns = Set(old.columnNames.map { name in renamed.first { $0.from == name }?.to ?? name })
         var added: [String] = []
         for attribute in entity.attributes where !oldColumns.contains(attribute.name) {
             if !attribute.optional && attribute.defaultValue == nil {
@@ -259,16 +272,21 @@ struct SchemaRegistration {
                 "ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.relationshipDefinition(relationship, in: schema))")
             added.append(relationship.name)
         }
-        guard !added.isEmpty else { return }
-        guard case .text(let json)? = try connection.scalar("SELECT columns FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
-            throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
-        }
-        let columns = try JSONDecoder().decode([String].self, from: Data(json.utf8)) + added
+        guard !added.isEmpty || !renamed.isEmpty else { return }
+        columns += added
         guard columns.count <= Schema.maximumColumnsPerEntity else {
             throw notAdditive(entity.name, "'\(entity.name)' would have \(columns.count) columns; at most \(Schema.maximumColumnsPerEntity)")
         }
         try connection.execute(
             "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(columns)), .text(entity.name)])
+    }
+
+    /// `entity`'s columns in bit order, as `_ls_entity` registers them.
+    private func registeredColumns(of entity: Entity) throws -> [String] {
+        guard case .text(let json)? = try connection.scalar("SELECT columns FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
+            throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
+        }
+        return try JSONDecoder().decode([String].self, from: Data(json.utf8))
     }
 
     /// Replaces every generated trigger and unique index with the ones the catalog calls for.

@@ -131,7 +131,8 @@ struct BaselineLoader {
         var load = BaselineLoad()
         let rows = BaselineRowsAhead(
             decoder, chunkRows: max(options.aheadRows, 1), chunkBytes: options.aheadBytes,
-            preparer: options.preparesInserts ? BaselineInsertPreparer(catalog: store.catalog, published: store.knownNodeIndexes) : nil)
+            preparer: options.preparesInserts ? BaselineInsertPreparer(catalog: store.catalog, published: store.knownNodeIndexes) : nil,
+            names: store.changeRules.names)
         defer { rows.finish() }
         var finished = false
         while !finished {

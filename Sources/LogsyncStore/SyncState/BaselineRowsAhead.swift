@@ -32,9 +32,12 @@ final class BaselineRowsAhead {
     private final class Source: @unchecked Sendable {
         let decoder: BaselineDecoder
         let preparer: BaselineInsertPreparer?
-        init(_ decoder: BaselineDecoder, preparer: BaselineInsertPreparer?) {
+        /// Renamed attributes: the baseline's names become the store's current ones as rows are decoded.
+        let names: LogNames
+        init(_ decoder: BaselineDecoder, preparer: BaselineInsertPreparer?, names: LogNames) {
             self.decoder = decoder
             self.preparer = preparer
+            self.names = names
         }
 
         /// Up to `count` rows, fewer once they took `bytes`, the baseline's row bytes up to the end of
@@ -48,10 +51,11 @@ final class BaselineRowsAhead {
                 var scratch: [UInt8] = []
                 let end = decoder.rowBytes + bytes
                 while chunk.items.count < count, decoder.rowBytes < end {
-                    guard let row = try decoder.next() else {
+                    guard let decoded = try decoder.next() else {
                         chunk.last = true
                         return chunk
                     }
+                    let row = names.current(decoded)
                     if let preparer, preparer.prepare(row, into: &chunk.inserts, scratch: &scratch) {
                         chunk.items.append(.prepared(chunk.inserts.inserts.count - 1))
                     } else {
@@ -86,8 +90,8 @@ final class BaselineRowsAhead {
 
     /// `preparer`: prepares the rows it can as first inserts (``BaselineInserts``); without one, every
     /// row is handed out decoded.
-    init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64, preparer: BaselineInsertPreparer? = nil) {
-        source = Source(decoder, preparer: preparer)
+    init(_ decoder: BaselineDecoder, chunkRows: Int, chunkBytes: UInt64, preparer: BaselineInsertPreparer? = nil, names: LogNames) {
+        source = Source(decoder, preparer: preparer, names: names)
         self.chunkRows = chunkRows
         self.chunkBytes = chunkBytes
         ahead = start()

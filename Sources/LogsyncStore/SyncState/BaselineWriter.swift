@@ -84,7 +84,7 @@ struct BaselineWriter {
         var sinceEmit = 0
         for info in store.catalog.byName.values.sorted(by: { $0.entity.name < $1.entity.name }) {
             try forEachState(of: info, connection: connection, nodes: nodes) { key, state in
-                try encoder.append(BaselineRow(key: RowKey(info.entity.name, key), state: state))
+                try encoder.append(store.changeRules.names.log(BaselineRow(key: RowKey(info.entity.name, key), state: state)))
                 sinceEmit += 1
                 if sinceEmit >= 4_096 {
                     sinceEmit = 0

@@ -74,7 +74,7 @@ extension SyncLedger {
                 }
                 var remaining: [LogTransaction] = []
                 for transaction in decoded.transactions {
-                    let (understood, kept, problem) = rules.split(transaction)
+                    let (understood, kept, problem) = rules.split(rules.names.current(transaction))
                     if let problem {
                         throw StoreError(.schema, "the kept transaction \(sequence) of node \(node) does not fit schema version \(version): \(problem)", path: store.path)
                     }

@@ -1,0 +1,65 @@
+/// The names columns have in the log, where a release renamed an attribute (``Attribute/renamingIdentifier``):
+/// segments and baselines carry the name the attribute was first declared with, the store and the app
+/// the current one. Translation happens where changes cross between the two — export, the decoding of
+/// segments and baselines — so the merge and the store see only current names. A schema without renames
+/// translates nothing, at the cost of one check per transaction.
+package struct LogNames: Sendable {
+    /// Per entity that renamed an attribute: log name → current name, and current name → log name.
+    private let toCurrent: [String: [String: String]]
+    private let toLog: [String: [String: String]]
+
+    package init(_ schema: Schema) {
+        var toCurrent: [String: [String: String]] = [:], toLog: [String: [String: String]] = [:]
+        for entity in schema.entities {
+            for attribute in entity.attributes {
+                guard let identifier = attribute.renamingIdentifier, identifier != attribute.name else { continue }
+                toCurrent[entity.name, default: [:]][identifier] = attribute.name
+                toLog[entity.name, default: [:]][attribute.name] = identifier
+            }
+        }
+        self.toCurrent = toCurrent
+        self.toLog = toLog
+    }
+
+    package var isEmpty: Bool { toCurrent.isEmpty }
+
+    /// `transaction` with the log's names replaced by this schema's current ones.
+    package func current(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toCurrent) }
+
+    /// `transaction` with this schema's current names replaced by the log's.
+    package func log(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toLog) }
+
+    /// The current name of `entity`'s column `name` as the log has it.
+    package func current(_ entity: String, _ name: String) -> String { toCurrent[entity]?[name] ?? name }
+
+    /// The log's name of `entity`'s column `name`.
+    package func log(_ entity: String, _ name: String) -> String { toLog[entity]?[name] ?? name }
+
+    /// A baseline's row with the log's names replaced by this schema's current ones.
+    package func current(_ row: BaselineRow) -> BaselineRow { translate(row, toCurrent) }
+
+    /// A row of this store with its current names replaced by the log's, for a baseline.
+    package func log(_ row: BaselineRow) -> BaselineRow { translate(row, toLog) }
+
+    private func translate(_ row: BaselineRow, _ table: [String: [String: String]]) -> BaselineRow {
+        guard let names = table[row.key.entity] else { return row }
+        var translated = row
+        var columns: [String: Register] = [:]
+        for (name, register) in row.state.columns { columns[names[name] ?? name] = register }
+        translated.state.columns = columns
+        return translated
+    }
+
+    private func translate(_ transaction: LogTransaction, _ table: [String: [String: String]]) -> LogTransaction {
+        guard !table.isEmpty else { return transaction }
+        var translated = transaction
+        for index in translated.changes.indices {
+            guard let names = table[translated.changes[index].entity] else { continue }
+            var values: [String: DatabaseValue] = [:]
+            values.reserveCapacity(translated.changes[index].values.count)
+            for (name, value) in translated.changes[index].values { values[names[name] ?? name] = value }
+            translated.changes[index].values = values
+        }
+        return translated
+    }
+}
