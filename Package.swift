@@ -178,7 +178,7 @@ let package = Package(
         .testTarget(
             name: "LogsyncRelayTests",
             dependencies: [
-                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSync",
                 "LogsyncTestKit", "LogsyncTransport", .product(name: "Logging", package: "swift-log"),
             ]),
     ],
