@@ -129,7 +129,8 @@ public final class SyncEngine: Sendable {
         }
         // What an upgrade of this node's schema now declares of the parts kept for it, before what arrived.
         if !cancelled() {
-            let kept = try store.sync.applyKeptChanges(limits: configuration.limits)
+            let kept = try store.sync.applyKeptChanges(
+                account: configuration.account, maximumChanges: configuration.maximumChangesPerSegment, limits: configuration.limits)
             report.appliedKept = kept.applied
             report.undeclaredKept = kept.undeclared
         }
@@ -269,16 +270,17 @@ public final class SyncEngine: Sendable {
                                 return nil
                             }
                             handed = (name, segment.checksum)
-                            if !segment.kept.isEmpty { report.keptForSchema.append(name) }
-                            if segment.header.schemaVersion > store.schema.version {
-                                report.newerSchemas[origin] = max(report.newerSchemas[origin] ?? 0, segment.header.schemaVersion)
-                            }
                             if segment.header.maxTimestamp.physicalMilliseconds > WallClock.milliseconds() + HybridLogicalClock.maximumDrift {
                                 report.heldForClockSkew.append(name)
                                 report.wait(
                                     origin, for: cursor + 1,
                                     because: "segment \(describe(name)) is stamped \(segment.header.maxTimestamp.wallClockDescription), more than \(HybridLogicalClock.maximumDrift / 60_000) minutes ahead of this machine's clock: held until local time catches up; check that node's clock")
                                 return nil
+                            }
+                            // Handed over: applied in this batch or the next.
+                            if !segment.kept.isEmpty { report.keptForSchema.append(name) }
+                            if segment.header.schemaVersion > store.schema.version {
+                                report.newerSchemas[origin] = max(report.newerSchemas[origin] ?? 0, segment.header.schemaVersion)
                             }
                             if let following = pending.first, following.firstSequence > name.lastSequence, following.firstSequence - name.lastSequence == 1 {
                                 let preparer = store.sync.freshRowPreparer
@@ -449,20 +451,20 @@ public final class SyncEngine: Sendable {
             let newer = header.schemaVersion > context.rules.schemaVersion
             var transactions: [LogTransaction] = []
             var kept: [Int: LogTransaction] = [:]
+            // Checked in the log's names, merged in the store's (a renamed attribute: `LogNames`).
             let names = context.rules.names
-            while let decoded = try decoder.next() {
-                let transaction = names.current(decoded)
+            while let transaction = try decoder.next() {
                 if newer {
                     let (understood, remainder, problem) = context.rules.split(transaction)
                     if let problem { return refuse("its changes to what this node's schema declares do not fit it: \(problem)") }
                     if let remainder { kept[transactions.count] = remainder }
-                    transactions.append(understood)
+                    transactions.append(names.current(understood))
                     continue
                 }
                 if let problem = context.rules.problem(in: transaction) {
                     return refuse("it does not fit this node's schema: \(problem)")
                 }
-                transactions.append(transaction)
+                transactions.append(names.current(transaction))
             }
             return .segment(SegmentImport(header: header, transactions: transactions, checksum: sum, kept: kept), size: bytes.count)
         } catch where error.code == .unsupportedFormat {

@@ -93,6 +93,23 @@ struct SchemaCheckTests {
         #expect(last.changes.first?.changedColumns == ["text"], "history speaks the store's names: \(last)")
     }
 
+    @Test("renames that take each other's names (a to b and b to c; a swap) migrate with every value in its column")
+    func chainedAndSwappedRenames() throws {
+        let base = Schema(version: 1, entities: [Entity("Item", attributes: [Attribute("a", .text), Attribute("b", .text), Attribute("x", .text), Attribute("y", .text)])])
+        var next = base
+        next.version = 2
+        next.entities[0].attributes = [
+            Attribute("b", .text, renamingIdentifier: "a"), Attribute("c", .text, renamingIdentifier: "b"),
+            Attribute("y", .text, renamingIdentifier: "x"), Attribute("x", .text, renamingIdentifier: "y"),
+        ]
+        #expect(SchemaCheck(from: base, to: next).isSafe, "\(SchemaCheck(from: base, to: next).report)")
+        let directory = try TemporaryDirectory("renames")
+        let path = directory.file("store.sqlite")
+        try Store(path: path, schema: base).write { try $0.insert("Item", ["id": .text(UUID().uuidString.lowercased()), "a": "1", "b": "2", "x": "3", "y": "4"]) }
+        let renamed = try Store(path: path, schema: next)
+        #expect(try renamed.read("SELECT b, c, y, x FROM Item") == [[.text("1"), .text("2"), .text("3"), .text("4")]])
+    }
+
     @Test("a version that did not go up, with a changed definition, is refused")
     func versionMustGrow() {
         var same = Self.base

@@ -20,8 +20,10 @@ package struct ChangeRules: Sendable {
 
     package let schemaVersion: Int
     let entities: [String: EntityRules]
-    /// The log's names of renamed attributes and their current ones: a decoded transaction is translated
-    /// (``LogNames/current(_:)``) before it is checked.
+    /// The log's names of renamed attributes and their current ones. Rules are in the log's names (a
+    /// segment is checked and split as it was written), and what is merged is translated after
+    /// (``LogNames/current(_:)``): a column that took a renamed column's former current name in a later
+    /// release is then a column this schema does not declare, kept, never mistaken for the renamed one.
     package let names: LogNames
 
     package init(_ schema: Schema) {
@@ -31,7 +33,7 @@ package struct ChangeRules: Sendable {
         for entity in schema.entities {
             guard let key = entity.primaryKey else { continue }
             var columns: [String: Column] = [:]
-            for attribute in entity.attributes { columns[attribute.name] = Column(type: attribute.type, optional: attribute.optional) }
+            for attribute in entity.attributes { columns[attribute.logName] = Column(type: attribute.type, optional: attribute.optional) }
             for relationship in entity.relationships {
                 let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
                 columns[relationship.name] = Column(type: type, optional: true)

@@ -135,8 +135,12 @@ package struct SchemaCheck: Sendable {
             if newNames.count > Schema.maximumColumnsPerEntity {
                 refuse(entity.name, "'\(entity.name)' would have \(newNames.count) columns", "At most \(Schema.maximumColumnsPerEntity); split the entity")
             }
-            let oldKeys = Set(before.uniqueKeys.map { $0.sorted() })
-            for key in entity.uniqueKeys where !oldKeys.contains(key.sorted()) {
+            // Keys compared in the log's names, so that a renamed column's key is the same key.
+            func logNames(_ key: [String], of entity: Entity) -> [String] {
+                key.map { column in entity.attributes.first { $0.name == column }?.logName ?? column }.sorted()
+            }
+            let oldKeys = Set(before.uniqueKeys.map { logNames($0, of: before) })
+            for key in entity.uniqueKeys where !oldKeys.contains(logNames(key, of: entity)) {
                 note(
                     entity.name, "a new unique key (\(key.joined(separator: ", ")))",
                     "Rows written before it may collide: the merge keeps one of each colliding group on every node, and nodes on the old release do not enforce it")

@@ -251,11 +251,17 @@ struct SchemaRegistration {
         }
         // A renamed column keeps its place, and so its bit in history and row states; SQLite renames it in the
         // table's indexes too, and the triggers are generated again after the migration.
+        // Through temporary names first, so that renames that take each other's names (a to b, b to c; a
+        // swap) never meet a name still in use.
         var columns = try registeredColumns(of: entity)
-        for (from, to) in renamed {
-            try connection.execute("ALTER TABLE \(SchemaSQL.quote(entity.name)) RENAME COLUMN \(SchemaSQL.quote(from)) TO \(SchemaSQL.quote(to))")
-            if let bit = columns.firstIndex(of: from) { columns[bit] = to }
+        let table = SchemaSQL.quote(entity.name)
+        for (index, rename) in renamed.enumerated() {
+            try connection.execute("ALTER TABLE \(table) RENAME COLUMN \(SchemaSQL.quote(rename.from)) TO \(SchemaSQL.quote("_ls_renaming_\(index)"))")
         }
+        for (index, rename) in renamed.enumerated() {
+            try connection.execute("ALTER TABLE \(table) RENAME COLUMN \(SchemaSQL.quote("_ls_renaming_\(index)")) TO \(SchemaSQL.quote(rename.to))")
+        }
+        columns = columns.map { name in renamed.first { $0.from == name }?.to ?? name }
         let oldColumns = Set(old.columnNames.map { name in renamed.first { $0.from == name }?.to ?? name })
         var added: [String] = []
         for attribute in entity.attributes where !oldColumns.contains(attribute.name) {

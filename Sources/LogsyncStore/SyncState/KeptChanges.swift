@@ -27,11 +27,13 @@ extension SyncLedger {
         try store.reading { connection in Int(try connection.int64("SELECT count(*) FROM _ls_kept") ?? 0) }
     }
 
-    /// Merges what this store's schema now declares of the kept transactions, oldest first, in one sync
-    /// transaction, with their origins, authors, contexts and timestamps (contexts see each as an
-    /// imported transaction). Only rows not looked at under this schema version are read, so a round with
-    /// nothing new costs one indexed query.
-    package func applyKeptChanges(limits: SegmentLimits = .default) throws -> KeptOutcome {
+    /// Merges what this store's schema now declares of the kept transactions, oldest first, with their
+    /// origins, authors, contexts and timestamps (contexts see each as an imported transaction). Each
+    /// batch folds local history into the outbox of `account` first, as every import does, so that a local
+    /// write made meanwhile is exported before the merge moves past it. Only rows not looked at under this
+    /// schema version are read, so a round with nothing new costs one indexed query. A kept row that cannot
+    /// be read or does not fit is left kept and reported (``KeptOutcome/undeclared``): it holds up nothing.
+    package func applyKeptChanges(account: String, maximumChanges: Int = 2_000, limits: SegmentLimits = .default) throws -> KeptOutcome {
         let version = Int64(store.schema.version)
         let due = try store.reading { connection in
             try connection.int64("SELECT 1 FROM _ls_kept WHERE looked_at < ? LIMIT 1", [.integer(version)]) != nil
@@ -41,7 +43,7 @@ extension SyncLedger {
         // A thousand at a time, each batch a transaction of its own: a local writer waits for one batch, not
         // for all. Every row read is deleted or marked looked at, so the loop ends.
         while true {
-            let batch = try applyKeptBatch(version: version, limits: limits)
+            let batch = try applyKeptBatch(version: version, account: account, maximumChanges: maximumChanges, limits: limits)
             total.applied += batch.applied
             total.stillKept += batch.stillKept
             total.undeclared += batch.undeclared
@@ -51,10 +53,11 @@ extension SyncLedger {
 
     static let keptBatchSize = 1_000
 
-    private func applyKeptBatch(version: Int64, limits: SegmentLimits) throws -> KeptOutcome {
+    private func applyKeptBatch(version: Int64, account: String, maximumChanges: Int, limits: SegmentLimits) throws -> KeptOutcome {
         let rules = store.changeRules
         return try store.syncTransaction { state, _ in
             let connection = state.connection
+            _ = try store.foldIntoOutbox(&state, account: account, maximumChanges: maximumChanges, limits: limits)
             var outcome = KeptOutcome()
             let rows = try connection.rows(
                 "SELECT rowid, node, seq, schema_version, segment FROM _ls_kept WHERE looked_at < ? ORDER BY rowid LIMIT ?",
@@ -66,21 +69,29 @@ extension SyncLedger {
                     throw StoreError(.schema, "a row of _ls_kept is not what this build wrote (rowid \(row[0]))", path: store.path)
                 }
                 let origin = NodeID(node)
+                // A row that cannot be merged stays kept, looked at under this version, and is reported.
+                func leave(_ why: String) throws {
+                    outcome.stillKept += 1
+                    outcome.undeclared.append("transaction \(sequence) of node \(node), written under version \(writtenUnder): \(why)")
+                    try connection.execute("UPDATE _ls_kept SET looked_at = ? WHERE rowid = ?", [.integer(version), .integer(rowid)])
+                }
                 let decoded: (header: SegmentHeader, transactions: [LogTransaction])
                 do {
                     decoded = try SegmentDecoder.decode(bytes, limits: limits)
                 } catch {
-                    throw StoreError(.schema, "the kept transaction \(sequence) of node \(node) cannot be read: \(error)", path: store.path)
+                    try leave("cannot be read: \(error)")
+                    continue
+                }
+                let splits = decoded.transactions.map { rules.split($0) }
+                if let problem = splits.compactMap(\.problem).first {
+                    try leave("does not fit schema version \(version): \(problem)")
+                    continue
                 }
                 var remaining: [LogTransaction] = []
-                for transaction in decoded.transactions {
-                    let (understood, kept, problem) = rules.split(rules.names.current(transaction))
-                    if let problem {
-                        throw StoreError(.schema, "the kept transaction \(sequence) of node \(node) does not fit schema version \(version): \(problem)", path: store.path)
-                    }
+                for (understood, kept, _) in splits {
                     if !understood.changes.isEmpty {
                         try store.publishNodeIndex(&state.nodes, of: origin, connection: connection)
-                        _ = try store.applyRemote(understood, from: origin, state: &state)
+                        _ = try store.applyRemote(rules.names.current(understood), from: origin, state: &state)
                     }
                     if let kept { remaining.append(kept) }
                 }

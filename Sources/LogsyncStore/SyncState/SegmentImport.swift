@@ -195,7 +195,9 @@ extension Store {
             var last: LogTransaction?
             let fresh = segment.fresh.flatMap { $0.matches(state.nodes) ? $0.rows : nil }
             for (index, transaction) in segment.transactions.enumerated() where transaction.sequence > cursor {
-                if changes > 0, let reason = batchEnd(run.batching, changes: changes, adding: transaction.changes.count, deadline: deadline) {
+                // Kept parts count as changes: a batch of changes this schema does not declare is still bounded.
+                let size = transaction.changes.count + (segment.kept[index]?.changes.count ?? 0)
+                if changes > 0, let reason = batchEnd(run.batching, changes: changes, adding: size, deadline: deadline) {
                     end = reason
                     break
                 }
@@ -203,7 +205,7 @@ extension Store {
                     _ = try applyRemote(transaction, from: run.origin, state: &state, fresh: fresh?[index])
                 }
                 if let kept = segment.kept[index] { try keep(kept, of: segment.header, state: &state, limits: run.limits) }
-                changes += transaction.changes.count
+                changes += size
                 run.appliedOfCurrent += 1
                 cursor = transaction.sequence
                 last = transaction
