@@ -231,6 +231,9 @@ struct SchemaEvolutionTests {
         #expect(round.undeclaredKept.count == 1 && round.undeclaredKept[0].contains("Tag"), "\(round)")
         #expect(try upgraded.read("SELECT name FROM Tag") == [[.text("t")]], "what v2 declares is merged")
         #expect(try upgraded.sync.keptTransactionCount() == 1, "the weight is kept, not lost")
+        // Status reads it from the store, in every round after too.
+        _ = try cluster.engine(upgraded).sync()
+        #expect(try upgraded.sync.undeclaredKept() == ["transaction 1 of node \(writer.nodeID), written under version 2"])
     }
 
     /// One random write of version 2: the convergence schema's, and its new column, entity and relationship.

@@ -82,7 +82,7 @@ struct StatusReader: Sendable {
             let newest = peerList.compactMap(\.schemaVersion).max().flatMap { $0 > store.schema.version ? $0 : nil }
             status.schema = SchemaReport(
                 version: store.schema.version, newestPeerVersion: newest, keptTransactions: try store.sync.keptTransactionCount(),
-                undeclared: report?.undeclaredKept ?? [])
+                undeclared: try store.sync.undeclaredKept())
         }
         return status
     }

@@ -22,6 +22,20 @@ package struct KeptOutcome: Sendable, Hashable {
 /// states, so the order does not change the result. A kept part written under version 3 is looked at
 /// again when the store reaches 2, and what version 2 declares of it is merged then.
 extension SyncLedger {
+    /// Kept transactions written under a version this store has reached, which its schema therefore
+    /// should declare and does not (another definition of that version), at most `limit`, oldest first.
+    package func undeclaredKept(limit: Int = 50) throws -> [String] {
+        try store.reading { connection in
+            try connection.rows(
+                "SELECT node, seq, schema_version FROM _ls_kept WHERE schema_version <= ? ORDER BY rowid LIMIT ?",
+                [.integer(Int64(store.schema.version)), .integer(Int64(limit))]
+            ).compactMap { row in
+                guard case .text(let node) = row[0], case .integer(let sequence) = row[1], case .integer(let version) = row[2] else { return nil }
+                return "transaction \(sequence) of node \(node), written under version \(version)"
+            }
+        }
+    }
+
     /// How many transactions are kept for a newer schema.
     package func keptTransactionCount() throws -> Int {
         try store.reading { connection in Int(try connection.int64("SELECT count(*) FROM _ls_kept") ?? 0) }
