@@ -48,6 +48,10 @@ import Testing
         #expect(try old!.read("SELECT title FROM Note ORDER BY title") == [[.text("from v1")], [.text("from v2")]])
         #expect(try old!.sync.keptTransactionCount() == 1)
         #expect(try new.read("SELECT subject FROM Note ORDER BY subject") == [[.text("from v1")], [.text("from v2")]])
+        // The relay's /metrics: the account's nodes push under versions 1 and 2.
+        let metrics = try await rawRequest(port: fixture.relay.port, method: "GET", path: "/metrics").text
+        #expect(metrics.contains("relay_account_oldest_schema{account=\"\(fixture.account)\"} 1"), "\(metrics)")
+        #expect(metrics.contains("relay_account_newest_schema{account=\"\(fixture.account)\"} 2"), "\(metrics)")
 
         // After its upgrade, the v1 node's tables equal the v2 node's, with nothing pulled again.
         old = nil

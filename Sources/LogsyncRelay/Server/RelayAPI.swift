@@ -14,6 +14,8 @@ final class RelayAPI: Sendable {
     let settings: RelaySettings
     let board: ArrivalBoard
     let metrics: RelayMetrics
+    /// Each node's schema version as its pushes' headers say, for `/metrics`.
+    let schemaVersions = SchemaVersions()
     let admission: ConnectionAdmission
     let logger: Logger
     /// Bytes of request bodies held in memory now, bounded by ``RelaySettings/maximumBufferedBytes``.
@@ -117,12 +119,24 @@ final class RelayAPI: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = RelayHeader.metricsText
         let storageGauges = await (storage as? any StorageGauges)?.gauges() ?? []
-        let text = metrics.text(gauges: [
-            ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
-            ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
-            ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
-            ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
-        ] + storageGauges)
+        let versions = schemaVersions.perAccount
+        func label(_ account: String) -> String {
+            "account=\"" + account.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        let text = metrics.text(
+            gauges: [
+                ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
+                ("relay_buffered_body_bytes", "Request body bytes held in memory now.", Double(buffered.load(ordering: .relaxed))),
+                ("relay_connections", "Connections served now (max_connections at most).", Double(admission.served)),
+                ("relay_connections_refused_total", "Connections answered 503 because max_connections were served.", Double(admission.refused)),
+                ("relay_schema_nodes_dropped", "Nodes whose schema version is not tracked because 100,000 are.", Double(schemaVersions.dropped)),
+            ] + storageGauges,
+            families: [
+                ("relay_account_oldest_schema", "Per account, the oldest schema version its nodes pushed under since this relay started.",
+                 versions.map { (label($0.account), Double($0.oldest)) }),
+                ("relay_account_newest_schema", "Per account, the newest schema version its nodes pushed under since this relay started.",
+                 versions.map { (label($0.account), Double($0.newest)) }),
+            ])
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
@@ -152,6 +166,7 @@ final class RelayAPI: Sendable {
             SegmentPush(
                 account: account, node: node, firstSequence: first, lastSequence: last, bytes: bytes,
                 defaultQuotaBytes: settings.defaultQuotaBytes))
+        schemaVersions.record(account: account, node: node.rawValue, version: header.schemaVersion)
         switch outcome {
         case .stored(let arrival):
             board.announce(account: account, arrival: arrival)

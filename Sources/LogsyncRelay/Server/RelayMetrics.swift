@@ -28,7 +28,11 @@ final class RelayMetrics: Sendable {
         counters.withLock { $0.requests[RequestKey(route: route, status: status), default: 0] += 1 }
     }
 
-    func text(gauges: [(name: String, help: String, value: Double)]) -> String {
+    /// The counters, then `gauges`, then `families`: gauges with one series per label set (`labels` is
+    /// what goes between the braces, escaped by the caller).
+    func text(
+        gauges: [(name: String, help: String, value: Double)], families: [(name: String, help: String, series: [(labels: String, value: Double)])] = []
+    ) -> String {
         var values = counters.withLock { $0.named }
         for (key, count) in counters.withLock({ $0.requests }) {
             values["relay_requests_total{route=\"\(key.route)\",status=\"\(key.status)\"}", default: 0] += count
@@ -57,6 +61,11 @@ final class RelayMetrics: Sendable {
             lines.append("# HELP \(gauge.name) \(gauge.help)")
             lines.append("# TYPE \(gauge.name) \(gauge.name.hasSuffix("_total") ? "counter" : "gauge")")
             lines.append("\(gauge.name) \(format(gauge.value))")
+        }
+        for family in families where !family.series.isEmpty {
+            lines.append("# HELP \(family.name) \(family.help)")
+            lines.append("# TYPE \(family.name) gauge")
+            for series in family.series { lines.append("\(family.name){\(series.labels)} \(format(series.value))") }
         }
         return lines.joined(separator: "\n") + "\n"
     }
