@@ -168,7 +168,7 @@ let package = Package(
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncControl", "LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncControl", "LogsyncStore", "LogsyncSQLite", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncControl", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncContexts", "LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [

@@ -28,12 +28,15 @@ public final class Container: Sendable {
     let model: Model
     private let state: Mutex<State>
     private let subscribers = Subscribers<StoreChange>(buffering: 1024)
+    private let schemaSubscribers = Subscribers<Int>(buffering: 1)
 
     private struct State {
         var contexts: [WeakContext] = []
         var monitor: CommitObservation?
         /// History up to here has been merged and reported; only the monitor's thread changes it.
         var delivered = HistoryToken.zero
+        /// The newest schema version of a peer reported on ``schemaUpdates()``.
+        var announcedSchema: Int?
         var closed = false
     }
 
@@ -97,6 +100,20 @@ public final class Container: Sendable {
         subscribers.stream()
     }
 
+    /// The newest schema version another node writes with, when it is newer than this app's: an update
+    /// of the app is available (`docs/schema-evolution.md`). Meanwhile what this app's schema declares of
+    /// that node's changes is merged, and the rest is kept until the app registers the newer schema.
+    public var newerPeerSchemaVersion: Int? {
+        guard let newest = try? store.sync.newestPeerSchemaVersion(), newest > store.schema.version else { return nil }
+        return newest
+    }
+
+    /// ``newerPeerSchemaVersion`` now if there is one, then each time a newer one is first seen (as the
+    /// import that applied its segment commits). The stream ends when the container closes.
+    public func schemaUpdates() -> AsyncStream<Int> {
+        schemaSubscribers.stream(startingWith: newerPeerSchemaVersion)
+    }
+
     /// Stops watching the store and ends every stream; contexts refuse further work. The store closes
     /// when the last reference to it goes.
     public func close() {
@@ -111,6 +128,7 @@ public final class Container: Sendable {
         }
         monitor?.cancel()
         subscribers.finish()
+        schemaSubscribers.finish()
         for context in contexts { context.close() }
     }
 
@@ -122,12 +140,25 @@ public final class Container: Sendable {
             guard let self else { return }
             let delivered = self.deliver(after: self.state.withLock { $0.delivered })
             self.state.withLock { $0.delivered = delivered }
+            self.announceNewerSchema()
         }
         let closed = state.withLock { state in
             state.monitor = monitor
             return state.closed
         }
         if closed { monitor.cancel() }
+    }
+
+    /// Reports a peer's schema version on ``schemaUpdates()`` the first time it is newer than this app's
+    /// and than any reported before: one indexed query per commit seen.
+    private func announceNewerSchema() {
+        guard let newest = newerPeerSchemaVersion else { return }
+        let isNew = state.withLock { state in
+            guard newest > (state.announcedSchema ?? 0) else { return false }
+            state.announcedSchema = newest
+            return true
+        }
+        if isNew { schemaSubscribers.yield([newest]) }
     }
 
     /// Reads the history after `token` once, merges it into the contexts that merge automatically, then

@@ -9,8 +9,9 @@ final class Subscribers<Element: Sendable>: Sendable {
 
     init(buffering limit: Int) { self.limit = limit }
 
-    /// A new stream; one that ends at once when the subscribers are already finished.
-    func stream() -> AsyncStream<Element> {
+    /// A new stream; one that ends at once when the subscribers are already finished. `first`, when
+    /// given, is the stream's first element (the state a subscriber starts from).
+    func stream(startingWith first: Element? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
         let id = UUID()
         let accepted = state.withLock { state in
@@ -23,6 +24,7 @@ final class Subscribers<Element: Sendable>: Sendable {
             return stream
         }
         continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.streams.removeValue(forKey: id) } }
+        if let first { continuation.yield(first) }
         return stream
     }
 
