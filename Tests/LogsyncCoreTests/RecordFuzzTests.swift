@@ -24,15 +24,29 @@ struct RecordFuzzTests {
             activeAtMilliseconds: 1_700_000_000_000)
     }
 
-    /// `body` as a record: magic, version, length, CRC-32 recomputed.
-    static func progressBytes(body: [UInt8]) -> [UInt8] {
+    /// `body` as a record of `version`: magic, version, length, CRC-32 recomputed.
+    static func progressBytes(body: [UInt8], version: UInt16 = ProgressRecord.formatVersion) -> [UInt8] {
         var writer = ByteWriter()
         writer.write(contentsOf: ProgressRecord.magic)
-        writer.writeLittleEndian(ProgressRecord.formatVersion)
+        writer.writeLittleEndian(version)
         writer.writeLittleEndian(UInt32(body.count))
         writer.write(contentsOf: body)
         writer.writeLittleEndian(CRC32.checksum(writer.bytes, 0..<writer.count))
         return writer.bytes
+    }
+
+    @Test("progress records of a later version are read in the fields this build knows; version 1 with more bytes, or version 0, is refused")
+    func laterProgressVersions() throws {
+        let record = ProgressRecord(
+            account: "acct", node: NodeID("a"), applied: Frontier([NodeID("b"): 7]), prunedThrough: 3, activeAtMilliseconds: 1_700_000_000_000)
+        let body = Array(record.encoded().dropFirst(14).dropLast(4))
+        // Version 2 appends a field (a schema version, say): read as version 1's fields.
+        let later = try ProgressRecord(decoding: Self.progressBytes(body: body + [2, 0, 0, 0], version: 2))
+        #expect(later.applied[NodeID("b")] == 7 && later.prunedThrough == 3 && later.node == NodeID("a"))
+        #expect(try ProgressRecord(decoding: Self.progressBytes(body: body, version: 9)).applied[NodeID("b")] == 7)
+        #expect(throws: SegmentError.self) { try ProgressRecord(decoding: Self.progressBytes(body: body + [2, 0, 0, 0], version: 1)) }
+        #expect(throws: SegmentError.self) { try ProgressRecord(decoding: Self.progressBytes(body: body, version: 0)) }
+        #expect(try ProgressRecord(decoding: record.encoded()).applied == record.applied, "version 1 as written")
     }
 
     @Test("progress records: values past SQLite's integers are refused")

@@ -25,6 +25,11 @@ package struct ProgressRecord: Sendable, Hashable {
     /// `LSPRG`, CR, LF, SUB, as segments' magic.
     static let magic: [UInt8] = [0x4C, 0x53, 0x50, 0x52, 0x47, 0x0D, 0x0A, 0x1A]
     public static let formatVersion: UInt16 = 1
+    /// Later versions only append fields to the body, so a reader takes the fields it knows from a record
+    /// of any version and skips the rest: nodes and relays that read records ship before the nodes that
+    /// write new fields (the schema version, `docs/schema-evolution.md`), and an older reader never counts
+    /// a newer writer as silent.
+    public static let appendOnlyFrom: UInt16 = 2
     /// A record names every node once; a node with more than this is not a logsync record.
     public static let maximumByteCount = 1 << 20
 
@@ -61,8 +66,8 @@ package struct ProgressRecord: Sendable, Hashable {
         guard bytes[0..<8].elementsEqual(Self.magic) else { throw fail(.badMagic, "it does not start with \"LSPRG\"") }
         var reader = ByteReader(bytes, from: 8, to: bytes.count - 4)
         let version = try reader.readLittleEndian(UInt16.self, "format version")
-        guard version == Self.formatVersion else {
-            throw fail(.unsupportedFormat, "format version \(version); this build reads \(Self.formatVersion)")
+        guard version >= 1 else {
+            throw fail(.unsupportedFormat, "format version \(version); this build reads 1 and the fields it knows of later ones")
         }
         let length = Int(try reader.readLittleEndian(UInt32.self, "body length"))
         guard length == reader.remaining else { throw fail(.malformed, "body length \(length), but \(reader.remaining) bytes follow") }
@@ -87,7 +92,10 @@ package struct ProgressRecord: Sendable, Hashable {
             }
             guard sequences.updateValue(sequence, forKey: node) == nil else { throw fail(.malformed, "node \(node) is listed twice") }
         }
-        guard reader.remaining == 0 else { throw fail(.malformed, "\(reader.remaining) unexplained bytes at the end") }
+        // Fields of a later version follow; version 1 has none.
+        guard reader.remaining == 0 || version >= Self.appendOnlyFrom else {
+            throw fail(.malformed, "\(reader.remaining) unexplained bytes at the end")
+        }
         applied = Frontier(sequences)
     }
 }
