@@ -21,19 +21,11 @@ package struct LogNames: Sendable {
         self.toLog = toLog
     }
 
-    package var isEmpty: Bool { toCurrent.isEmpty }
-
     /// `transaction` with the log's names replaced by this schema's current ones.
     package func current(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toCurrent) }
 
     /// `transaction` with this schema's current names replaced by the log's.
     package func log(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toLog) }
-
-    /// The current name of `entity`'s column `name` as the log has it.
-    package func current(_ entity: String, _ name: String) -> String { toCurrent[entity]?[name] ?? name }
-
-    /// The log's name of `entity`'s column `name`.
-    package func log(_ entity: String, _ name: String) -> String { toLog[entity]?[name] ?? name }
 
     /// A baseline's row with the log's names replaced by this schema's current ones.
     package func current(_ row: BaselineRow) -> BaselineRow { translate(row, toCurrent) }
@@ -44,9 +36,7 @@ package struct LogNames: Sendable {
     private func translate(_ row: BaselineRow, _ table: [String: [String: String]]) -> BaselineRow {
         guard let names = table[row.key.entity] else { return row }
         var translated = row
-        var columns: [String: Register] = [:]
-        for (name, register) in row.state.columns { columns[names[name] ?? name] = register }
-        translated.state.columns = columns
+        translated.state.columns = Self.renamed(row.state.columns, names)
         return translated
     }
 
@@ -55,11 +45,16 @@ package struct LogNames: Sendable {
         var translated = transaction
         for index in translated.changes.indices {
             guard let names = table[translated.changes[index].entity] else { continue }
-            var values: [String: DatabaseValue] = [:]
-            values.reserveCapacity(translated.changes[index].values.count)
-            for (name, value) in translated.changes[index].values { values[names[name] ?? name] = value }
-            translated.changes[index].values = values
+            translated.changes[index].values = Self.renamed(translated.changes[index].values, names)
         }
         return translated
+    }
+
+    /// `columns` with each name that `names` maps replaced.
+    private static func renamed<Value>(_ columns: [String: Value], _ names: [String: String]) -> [String: Value] {
+        var renamed: [String: Value] = [:]
+        renamed.reserveCapacity(columns.count)
+        for (name, value) in columns { renamed[names[name] ?? name] = value }
+        return renamed
     }
 }

@@ -6,13 +6,11 @@
 /// holds the two to each other, case by case), plus what only a mixed fleet shows: a delete rule or a
 /// unique key that nodes of the two releases enforce differently.
 package struct SchemaCheck: Sendable {
-    package enum Severity: String, Sendable, Comparable {
+    package enum Severity: String, Sendable {
         /// Allowed, and worth knowing while both releases run.
         case note
         /// A store refuses to migrate: the release cannot ship as it is.
         case unsafe
-
-        package static func < (lhs: Self, rhs: Self) -> Bool { lhs == .note && rhs == .unsafe }
     }
 
     package struct Finding: Sendable, Hashable, CustomStringConvertible {

@@ -1,7 +1,5 @@
 import LogsyncCore
 
-private typealias Value = DatabaseValue
-
 /// What applying kept changes did (``SyncLedger/applyKeptChanges(limits:)``).
 package struct KeptOutcome: Sendable, Hashable {
     /// Kept transactions whose changes this store's schema now declares in full: merged, and forgotten.
@@ -31,7 +29,7 @@ extension SyncLedger {
                 [.integer(Int64(store.schema.version)), .integer(Int64(limit))]
             ).compactMap { row in
                 guard case .text(let node) = row[0], case .integer(let sequence) = row[1], case .integer(let version) = row[2] else { return nil }
-                return "transaction \(sequence) of node \(node), written under version \(version)"
+                return Self.describeKept(sequence, of: node, writtenUnder: version)
             }
         }
     }
@@ -72,6 +70,11 @@ extension SyncLedger {
 
     static let keptBatchSize = 1_000
 
+    /// A kept transaction as status and reports name it.
+    static func describeKept(_ sequence: Int64, of node: String, writtenUnder version: Int64) -> String {
+        "transaction \(sequence) of node \(node), written under version \(version)"
+    }
+
     private func applyKeptBatch(version: Int64, account: String, maximumChanges: Int, limits: SegmentLimits) throws -> KeptOutcome {
         let rules = store.changeRules
         return try store.syncTransaction { state, _ in
@@ -91,7 +94,7 @@ extension SyncLedger {
                 // A row that cannot be merged stays kept, looked at under this version, and is reported.
                 func leave(_ why: String) throws {
                     outcome.stillKept += 1
-                    outcome.undeclared.append("transaction \(sequence) of node \(node), written under version \(writtenUnder): \(why)")
+                    outcome.undeclared.append("\(Self.describeKept(sequence, of: node, writtenUnder: writtenUnder)): \(why)")
                     try connection.execute("UPDATE _ls_kept SET looked_at = ? WHERE rowid = ?", [.integer(version), .integer(rowid)])
                 }
                 let decoded: (header: SegmentHeader, transactions: [LogTransaction])
@@ -122,7 +125,7 @@ extension SyncLedger {
                 outcome.stillKept += 1
                 if writtenUnder <= version {
                     let entities = Set(remaining.flatMap { $0.changes.map(\.entity) }).sorted().joined(separator: ", ")
-                    outcome.undeclared.append("transaction \(sequence) of node \(node), written under version \(writtenUnder): \(entities)")
+                    outcome.undeclared.append("\(Self.describeKept(sequence, of: node, writtenUnder: writtenUnder)): \(entities)")
                 }
                 let segment = try SegmentEncoder.encode(
                     schemaVersion: Int(writtenUnder), account: decoded.header.account, node: origin, transactions: remaining, limits: limits)
