@@ -103,7 +103,7 @@ struct CommandLineTests {
         #expect(ok.status == ExitStatus.ok && ok.stdout.hasPrefix("safe: version \(Schema.notes.version) to \(v2.version)"), "\(ok)")
         #expect(ok.stdout.contains("adds: Note.color"), "\(ok.stdout)")
         let refused = try await Subprocess.run(Products.path("logsync"), ["schema", "check", old, bad])
-        #expect(refused.status == ExitStatus.failed && refused.stdout.contains("unsafe: Note.body: attribute 'body' was removed, and 'color' is new and of the same type: if it is the new name, this is a rename without its identifier. Declare 'color' with renamingIdentifier 'body'"), "\(refused)")
+        #expect(refused.status == ExitStatus.failed && refused.stdout.contains("unsafe: Note.body: attribute 'body' of 'Note' was removed, and 'color' is new and of the same type: if it is the new name, this is a rename without its identifier. Declare 'color' with renamingIdentifier 'body'"), "\(refused)")
         let json = try await Subprocess.run(Products.path("logsync"), ["schema", "check", "--json", old, bad])
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(object["safe"] as? Bool == false && (object["findings"] as? [[String: Any]])?.first?["location"] as? String == "Note.body", "\(object)")

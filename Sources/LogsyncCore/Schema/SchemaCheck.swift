@@ -2,9 +2,10 @@
 /// (`logsync schema check OLD.json NEW.json`, `docs/schema-evolution.md`): what the new release adds, and
 /// every change a store refuses to migrate, each with why and which sequence of releases does it instead.
 ///
-/// The rules are the ones `SchemaRegistration` applies when a store opens with the new schema (a test
-/// holds the two to each other, case by case), plus what only a mixed fleet shows: a delete rule or a
-/// unique key that nodes of the two releases enforce differently.
+/// The unsafe findings are what `SchemaRegistration` refuses when a store opens with the new schema: it
+/// runs this check and throws the first (one set of rules, which `SchemaCheckTests` drives through a real
+/// store case by case). The notes are what only a mixed fleet shows: a delete rule or a unique key that
+/// nodes of the two releases enforce differently.
 package struct SchemaCheck: Sendable {
     package enum Severity: String, Sendable {
         /// Allowed, and worth knowing while both releases run.
@@ -75,10 +76,10 @@ package struct SchemaCheck: Sendable {
                     let candidates = entity.attributes.filter { !oldNames.contains($0.logName) && $0.type == attribute.type }
                     if let renamed = candidates.first, candidates.count == 1 {
                         refuse(
-                            location, "attribute '\(attribute.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename without its identifier",
+                            location, "attribute '\(attribute.name)' of '\(entity.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename without its identifier",
                             "Declare '\(renamed.name)' with renamingIdentifier '\(attribute.logName)': changes keep travelling under that name, and nodes before and after the rename write into one column")
                     } else {
-                        refuse(location, "attribute '\(attribute.name)' was removed", keep)
+                        refuse(location, "attribute '\(attribute.name)' of '\(entity.name)' was removed", keep)
                     }
                     continue
                 }
@@ -123,8 +124,8 @@ package struct SchemaCheck: Sendable {
                 let location = "\(entity.name).\(attribute.name)"
                 if !attribute.optional && attribute.defaultValue == nil {
                     refuse(
-                        location, "new attribute '\(attribute.name)' is required and has no default, so existing rows would have no value",
-                        "Give it a default, or make it optional")
+                        location, "new attribute '\(attribute.name)' of '\(entity.name)' is required and has no default",
+                        "A new required attribute needs a default value for existing rows: give it one, or make it optional")
                     continue
                 }
                 added.append(location)

@@ -191,8 +191,9 @@ struct SchemaRegistration {
     }
 
     private func migrate(from stored: Schema?) throws {
-        for old in stored?.entities ?? [] where schema.entity(named: old.name) == nil {
-            throw notAdditive(old.name, "entity '\(old.name)' was removed; removing an entity is not an additive migration")
+        // What a store cannot migrate is what `logsync schema check` calls unsafe: one set of rules.
+        if let stored, let refusal = SchemaCheck(from: stored, to: schema).findings.first(where: { $0.severity == .unsafe }) {
+            throw notAdditive(refusal.location, "\(refusal.reason); \(refusal.advice)")
         }
         for entity in schema.entities {
             if let old = stored?.entity(named: entity.name) {
@@ -219,35 +220,12 @@ struct SchemaRegistration {
             [.text(entity.name), .text(try Self.encodeColumns(entity.columnNames))])
     }
 
-    /// Adds new columns to an existing entity; anything else that changed is refused.
+    /// Renames and adds the columns of an existing entity, the change `migrate(from:)` has checked.
     private func extend(_ entity: Entity, from old: Entity) throws {
-        guard entity.primaryKey == old.primaryKey else {
-            throw notAdditive(entity.name, "the primary key of '\(entity.name)' changed; keys cannot change once data exists")
-        }
-        var renamed: [(from: String, to: String)] = []
-        for attribute in old.attributes {
-            // The same attribute is the one with the same name in the log: a rename keeps it.
-            guard var current = entity.attributes.first(where: { $0.logName == attribute.logName }) else {
-                throw notAdditive(
-                    "\(entity.name).\(attribute.name)",
-                    "attribute '\(attribute.name)' of '\(entity.name)' was removed; removing columns is not an additive migration"
-                        + " (to rename it, give the new attribute renamingIdentifier '\(attribute.logName)')")
-            }
-            if current.name != attribute.name { renamed.append((attribute.name, current.name)) }
-            current.preservedOnDelete = attribute.preservedOnDelete
-            current.name = attribute.name
-            current.renamingIdentifier = attribute.renamingIdentifier
-            guard current == attribute else {
-                throw notAdditive(
-                    "\(entity.name).\(attribute.name)",
-                    "attribute '\(attribute.name)' of '\(entity.name)' changed its type, optionality or default; only new attributes can be added")
-            }
-        }
-        for relationship in old.relationships
-        where !entity.relationships.contains(where: { $0.name == relationship.name && $0.destination == relationship.destination }) {
-            throw notAdditive(
-                "\(entity.name).\(relationship.name)",
-                "relationship '\(relationship.name)' of '\(entity.name)' was removed or retargeted; only new relationships can be added")
+        // The same attribute is the one with the same name in the log: a rename keeps it.
+        let renamed = old.attributes.compactMap { attribute -> (from: String, to: String)? in
+            guard let current = entity.attributes.first(where: { $0.logName == attribute.logName }), current.name != attribute.name else { return nil }
+            return (attribute.name, current.name)
         }
         // A renamed column keeps its place, and so its bit in history and row states; SQLite renames it in the
         // table's indexes too, and the triggers are generated again after the migration.
@@ -265,11 +243,6 @@ struct SchemaRegistration {
         let oldColumns = Set(old.columnNames.map { name in renamed.first { $0.from == name }?.to ?? name })
         var added: [String] = []
         for attribute in entity.attributes where !oldColumns.contains(attribute.name) {
-            if !attribute.optional && attribute.defaultValue == nil {
-                throw notAdditive(
-                    "\(entity.name).\(attribute.name)",
-                    "new required attribute '\(attribute.name)' of '\(entity.name)' needs a default value for existing rows")
-            }
             try connection.execute("ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.columnDefinition(attribute))")
             added.append(attribute.name)
         }
