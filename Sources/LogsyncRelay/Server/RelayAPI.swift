@@ -120,9 +120,6 @@ final class RelayAPI: Sendable {
         headers[.contentType] = RelayHeader.metricsText
         let storageGauges = await (storage as? any StorageGauges)?.gauges() ?? []
         let versions = schemaVersions.perAccount
-        func label(_ account: String) -> String {
-            "account=\"" + account.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-        }
         let text = metrics.text(
             gauges: [
                 ("relay_waiting_polls", "Long-polls waiting now.", Double(board.waiting)),
@@ -133,9 +130,9 @@ final class RelayAPI: Sendable {
             ] + storageGauges,
             families: [
                 ("relay_account_oldest_schema", "Per account, the oldest schema version its nodes pushed under since this relay started.",
-                 versions.map { (label($0.account), Double($0.oldest)) }),
+                 versions.map { ([("account", $0.account)], Double($0.oldest)) }),
                 ("relay_account_newest_schema", "Per account, the newest schema version its nodes pushed under since this relay started.",
-                 versions.map { (label($0.account), Double($0.newest)) }),
+                 versions.map { ([("account", $0.account)], Double($0.newest)) }),
             ])
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }

@@ -28,10 +28,11 @@ final class RelayMetrics: Sendable {
         counters.withLock { $0.requests[RequestKey(route: route, status: status), default: 0] += 1 }
     }
 
-    /// The counters, then `gauges`, then `families`: gauges with one series per label set (`labels` is
-    /// what goes between the braces, escaped by the caller).
+    /// The counters, then `gauges`, then `families`: gauges with one series per set of labels (names and
+    /// values as they are; the values are escaped here).
     func text(
-        gauges: [(name: String, help: String, value: Double)], families: [(name: String, help: String, series: [(labels: String, value: Double)])] = []
+        gauges: [(name: String, help: String, value: Double)],
+        families: [(name: String, help: String, series: [(labels: [(String, String)], value: Double)])] = []
     ) -> String {
         var values = counters.withLock { $0.named }
         for (key, count) in counters.withLock({ $0.requests }) {
@@ -65,9 +66,17 @@ final class RelayMetrics: Sendable {
         for family in families where !family.series.isEmpty {
             lines.append("# HELP \(family.name) \(family.help)")
             lines.append("# TYPE \(family.name) gauge")
-            for series in family.series { lines.append("\(family.name){\(series.labels)} \(format(series.value))") }
+            for series in family.series {
+                let labels = series.labels.map { "\($0.0)=\"\(Self.escaped($0.1))\"" }.joined(separator: ",")
+                lines.append("\(family.name){\(labels)} \(format(series.value))")
+            }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A label value as the text format writes it: backslash, quote and newline escaped.
+    private static func escaped(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
     }
 
     private func format(_ value: Double) -> String {
