@@ -142,16 +142,21 @@ struct SchemaEvolutionTests {
         #expect(try upgraded.read("SELECT topic, subject FROM Note") == [[.text("the topic"), .text("the new column")]])
     }
 
+    /// A node on `schema` writes with `write` and publishes; then the v1 node `old` syncs once and closes,
+    /// keeping what v1 does not declare. Returns the writer.
+    static func keptByOldNode(_ cluster: SyncCluster, from schema: Schema, _ write: (WriteTransaction) throws -> Void) throws -> Store {
+        let writer = try Store(path: cluster.storePath("writer"), schema: schema)
+        try writer.write(write)
+        _ = try cluster.engine(writer).sync()
+        _ = try cluster.engine(try cluster.store("old")).sync()
+        return writer
+    }
+
     @Test("local writes made before kept parts merge are exported, not skipped")
     func localWritesBeforeKeptMergeAreExported() throws {
         let cluster = try SyncCluster("kept-fold")
-        let newer = try Store(path: cluster.storePath("new"), schema: Self.version2)
         let folder = SyncCluster.id()
-        try newer.write { try $0.insert("Folder", ["id": folder, "name": "Work", "color": "blue"]) }
-        _ = try cluster.engine(newer).sync()
-        var store: Store? = try cluster.store("old")
-        _ = try cluster.engine(store!).sync()
-        store = nil
+        let newer = try Self.keptByOldNode(cluster, from: Self.version2) { try $0.insert("Folder", ["id": folder, "name": "Work", "color": "blue"]) }
         let upgraded = try Store(path: cluster.storePath("old"), schema: Self.version2)
         // A local write lands between a round's export and the merge of the kept parts.
         try upgraded.write { try $0.update("Folder", key: folder, ["name": "Local"]) }
@@ -167,12 +172,7 @@ struct SchemaEvolutionTests {
         let cluster = try SyncCluster("kept-misfit")
         var other = Self.version2
         other.entities[3].attributes.append(Attribute("weight", .text))
-        let writer = try Store(path: cluster.storePath("writer"), schema: other)
-        try writer.write { try $0.insert("Tag", ["id": SyncCluster.id(), "name": "t", "weight": "heavy"]) }
-        _ = try cluster.engine(writer).sync()
-        var store: Store? = try cluster.store("old")
-        _ = try cluster.engine(store!).sync()
-        store = nil
+        _ = try Self.keptByOldNode(cluster, from: other) { try $0.insert("Tag", ["id": SyncCluster.id(), "name": "t", "weight": "heavy"]) }
         // This app's version 3 declares weight as an integer: the kept text does not fit it.
         var version3 = Self.version2
         version3.version = 3
@@ -220,12 +220,7 @@ struct SchemaEvolutionTests {
         let cluster = try SyncCluster("other-v2")
         var other = Self.version2
         other.entities[3].attributes.append(Attribute("weight", .integer))
-        let writer = try Store(path: cluster.storePath("writer"), schema: other)
-        try writer.write { try $0.insert("Tag", ["id": SyncCluster.id(), "name": "t", "weight": 1]) }
-        _ = try cluster.engine(writer).sync()
-        var store: Store? = try cluster.store("old")
-        _ = try cluster.engine(store!).sync()
-        store = nil
+        let writer = try Self.keptByOldNode(cluster, from: other) { try $0.insert("Tag", ["id": SyncCluster.id(), "name": "t", "weight": 1]) }
         let upgraded = try Store(path: cluster.storePath("old"), schema: Self.version2)
         let round = try cluster.engine(upgraded).sync()
         #expect(round.undeclaredKept.count == 1 && round.undeclaredKept[0].contains("Tag"), "\(round)")
