@@ -259,4 +259,40 @@ struct ContextTests {
         #expect { try context.save() } throws: { ($0 as? ContextError)?.code == .closed }
         #expect(context.hasChanges)
     }
+
+    /// A note as an app declares it once release 2 deprecates `body`.
+    struct ReleaseTwoNote: Record, Equatable {
+        static let entityName = "Note"
+        var id = UUID()
+        var title: String?
+        var pinned = false
+    }
+
+    @Test("a deprecated attribute: records neither read nor write it, saves keep its value, and a record that still has it is told so")
+    func deprecatedAttribute() throws {
+        let directory = try TemporaryDirectory("deprecated")
+        let path = directory.file("store.sqlite")
+        let id = UUID()
+        let first = try Container(path: path, schema: .notes)
+        try first.viewContext.insert(Note(id: id, title: "t", body: "kept"))
+        try first.viewContext.save()
+        first.close()
+        var release2 = Schema.notes
+        release2.version = 2
+        release2.entities[1].attributes[1].deprecated = true
+        let container = try Container(path: path, schema: release2)
+        defer { container.close() }
+        var note = try #require(try container.viewContext.object(ReleaseTwoNote.self, id: id))
+        note.title = "edited"
+        try container.viewContext.update(note)
+        try container.viewContext.save()
+        try container.viewContext.insert(ReleaseTwoNote(title: "new"))
+        try container.viewContext.save()
+        #expect(try container.store.read("SELECT title, body FROM Note ORDER BY title") == [[.text("edited"), .text("kept")], [.text("new"), .null]])
+        // A record type that still has the property reads it as absent, and cannot write it.
+        #expect(try container.viewContext.object(Note.self, id: id)?.body == nil)
+        #expect { try container.viewContext.insert(Note(title: "x", body: "y")) } throws: { error in
+            (error as? ContextError)?.message.contains("deprecates") == true
+        }
+    }
 }

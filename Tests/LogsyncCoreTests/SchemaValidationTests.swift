@@ -74,6 +74,33 @@ struct SchemaValidationTests {
 
 @Suite("Schema as JSON")
 struct SchemaJSONTests {
+    @Test("a deprecated attribute must be optional or have a default and be in no unique key; a contracted name is never declared again")
+    func deprecationRules() throws {
+        func failure(_ schema: Schema) -> SchemaError? {
+            do {
+                try schema.validate()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let required = Entity("A", attributes: [Attribute("x", .integer, optional: false, deprecated: true)])
+        #expect(failure(Schema(version: 2, entities: [required]))?.code == .invalidDeprecation)
+        let keyed = Entity("A", attributes: [Attribute("x", .integer, deprecated: true)], uniqueKeys: [["x"]])
+        #expect(failure(Schema(version: 2, entities: [keyed]))?.code == .invalidDeprecation)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [Attribute("x", .integer, optional: false, default: 0, deprecated: true)])])) == nil)
+        for again in [Attribute("x", .text), Attribute("y", .text, renamingIdentifier: "x")] {
+            #expect(failure(Schema(version: 3, entities: [Entity("A", attributes: [again], contracted: ["x"])]))?.code == .duplicateName, "\(again)")
+        }
+        // A schema stored before these fields existed decodes with none deprecated or contracted.
+        let stored = #"{"entities":[{"attributes":[{"name":"x","optional":true,"preservedOnDelete":false,"type":"text"}],"name":"A","primaryKey":{"name":"id","type":"uuid"},"relationships":[],"uniqueKeys":[]}],"version":1}"#
+        let decoded = try JSONDecoder().decode(Schema.self, from: Data(stored.utf8))
+        #expect(decoded.entities[0].contracted.isEmpty && !decoded.entities[0].attributes[0].deprecated)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        #expect(String(decoding: try encoder.encode(decoded), as: UTF8.self) == stored, "encoded as before")
+    }
+
     @Test("a schema written as JSON reads back equal: every type, defaults of each kind, rules, unique keys, preserved attributes")
     func roundTrip() throws {
         let everything = Schema(version: 7, entities: [
@@ -87,10 +114,10 @@ struct SchemaJSONTests {
                 ],
                 uniqueKeys: [["label"], ["a_integer", "a_text"]]),
             Entity(
-                "Ref", attributes: [Attribute("name", .text)],
+                "Ref", attributes: [Attribute("name", .text), Attribute("old", .text, deprecated: true), Attribute("title", .text, renamingIdentifier: "heading")],
                 relationships: [
                     Relationship("kinds", to: "Kinds", deleteRule: .deny), Relationship("other", to: "Ref", deleteRule: .nullify),
-                ]),
+                ], contracted: ["gone", "removed"]),
         ])
         for schema in [everything, .notes, .convergence] {
             let read = try Schema(json: Data(schema.json.utf8))

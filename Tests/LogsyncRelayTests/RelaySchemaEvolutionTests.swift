@@ -60,6 +60,53 @@ import Testing
         let round = try await onOwnThread { try upgradedEngine.sync() }
         #expect(round.appliedKept == 1 && round.applied.isEmpty, "\(round)")
         #expect(try upgraded.syncedTables() == new.syncedTables())
+
         #expect(try await fixture.relay.stop() == 0)
+    }
+
+    static var fleetSeeds: [UInt64] { propertySeeds("LOGSYNC_SCHEMA_SEEDS", default: 2, from: 0x5E1A) }
+
+    /// Every segment the relay holds for the account, merged by the rules: the reference a fleet is checked against.
+    static func reference(_ fixture: RelayFixture, schema: Schema) throws -> Projection {
+        let reader = RelayTransport(
+            settings: RelayClientSettings(url: fixture.relay.url, account: fixture.account, token: fixture.token), node: NodeID(UUID().uuidString.lowercased()))
+        var state = MergeState()
+        for name in try reader.refresh(excluding: NodeID(UUID().uuidString.lowercased())).appeared {
+            var decoder = try SegmentDecoder(bytes: try reader.read(name, maximumBytes: 64 << 20))
+            while let transaction = try decoder.next() { state.apply(transaction, from: name.node) }
+        }
+        return state.project(schema)
+    }
+
+    @Test("v1, v2 and v3 through the relay, nodes upgraded one at a time in random order while all write: older nodes see all they declare, and all end identical",
+          arguments: Backend.allCases)
+    func mixedFleetThroughTheRelay(backend: Backend) async throws {
+        var total = SchemaFleet.Outcome()
+        for seed in Self.fleetSeeds {
+            // Each seed a relay of its own: the reference merges every segment it holds.
+            let fixture = try await RelayFixture.start(backend)
+            let outcome = try await onOwnThread {
+                let directory = try TemporaryDirectory("relay-fleet-\(seed)")
+                var engines: [String: SyncEngine] = [:]
+                let driver = SchemaFleet.Driver(
+                    open: { name, schema in
+                        engines[name] = nil
+                        let store = try Store(path: directory.file("\(name).sqlite"), schema: schema)
+                        engines[name] = Self.engine(store, fixture)
+                        return store
+                    },
+                    sync: { name in
+                        let report = try engines[name]!.sync()
+                        return (report.keptForSchema.count, report.appliedKept)
+                    },
+                    reference: { try Self.reference(fixture, schema: $0) })
+                return try SchemaFleet.run(seed: seed, driver)
+            }
+            #expect(try await fixture.relay.stop() == 0)
+            total.add(outcome)
+        }
+        #expect(total.failures.isEmpty, "\(total.failures)")
+        #expect(total.keptSegments > 0 && total.mergedAfterUpgrade > 0, "kept \(total.keptSegments) segments in part, merged \(total.mergedAfterUpgrade)")
+        #expect(!total.checkedReleases.isEmpty, "\(total.checkedReleases)")
     }
 }

@@ -110,6 +110,58 @@ struct SchemaCheckTests {
         #expect(try renamed.read("SELECT b, c, y, x FROM Item") == [[.text("1"), .text("2"), .text("3"), .text("4")]])
     }
 
+    @Test("removing an attribute in two releases: deprecated is safe and stays synced, contracted after it is safe and drops the column")
+    func deprecateThenContract() throws {
+        var deprecating = Self.base
+        deprecating.version = 2
+        deprecating.entities[1].attributes[1].deprecated = true
+        var contracting = deprecating
+        contracting.version = 3
+        contracting.entities[1].attributes.remove(at: 1)
+        contracting.entities[1].contracted = ["body"]
+        let first = SchemaCheck(from: Self.base, to: deprecating), second = SchemaCheck(from: deprecating, to: contracting)
+        #expect(first.isSafe && first.findings.contains { $0.location == "Note.body" && $0.reason.contains("deprecated") }, "\(first.report)")
+        #expect(second.isSafe && second.findings.contains { $0.location == "Note.body" && $0.reason.contains("contracted") }, "\(second.report)")
+        // A removal says how to do it in two releases.
+        var dropped = Self.base
+        dropped.version = 2
+        dropped.entities[1].attributes.remove(at: 1)
+        #expect(SchemaCheck(from: Self.base, to: dropped).findings.first?.advice.contains("deprecated: true") == true)
+
+        let directory = try TemporaryDirectory("check-contract")
+        let path = directory.file("store.sqlite")
+        let id = DatabaseValue.text(UUID().uuidString.lowercased())
+        try Store(path: path, schema: Self.base).write { try $0.insert("Note", ["id": id, "title": "t", "body": "b"]) }
+        #expect(try Store(path: path, schema: deprecating).read("SELECT title, body FROM Note") == [[.text("t"), .text("b")]])
+        let store = try Store(path: path, schema: contracting)
+        #expect(try store.read("SELECT * FROM Note") == [[id, .text("t"), .null]], "id, title, folder")
+        try store.write { try $0.update("Note", key: id, ["title": "edited"]) }
+        #expect(try store.read("SELECT title FROM Note") == [[.text("edited")]])
+    }
+
+    @Test("contracting what the old release still uses is unsafe for a fleet, but a store that skips the deprecating release migrates")
+    func contractWithoutDeprecation() throws {
+        var contracting = Self.base
+        contracting.version = 3
+        contracting.entities[1].attributes.remove(at: 1)
+        contracting.entities[1].contracted = ["body"]
+        let check = SchemaCheck(from: Self.base, to: contracting)
+        let finding = try #require(check.findings.first { $0.severity == .unsafe })
+        #expect(!check.isSafe && finding.location == "Note.body" && finding.onlyForFleets && finding.advice.contains("Deprecate it first"), "\(check.report)")
+        let directory = try TemporaryDirectory("check-skip")
+        let path = directory.file("store.sqlite")
+        try Store(path: path, schema: Self.base).write { try $0.insert("Note", ["id": .text(UUID().uuidString.lowercased()), "title": "t", "body": "b"]) }
+        #expect(try Store(path: path, schema: contracting).read("SELECT title FROM Note") == [[.text("t")]])
+
+        // A name once contracted stays listed.
+        var forgotten = contracting
+        forgotten.version = 4
+        forgotten.entities[1].contracted = []
+        let again = SchemaCheck(from: contracting, to: forgotten)
+        #expect(!again.isSafe && again.findings.first?.location == "Note.contracted", "\(again.report)")
+        #expect(throws: StoreError.self) { try Store(path: path, schema: forgotten) }
+    }
+
     @Test("a version that did not go up, with a changed definition, is refused")
     func versionMustGrow() {
         var same = Self.base

@@ -25,19 +25,6 @@ struct SchemaEvolutionTests {
         return schema
     }()
 
-    /// `schema` with each renamed attribute under its name in the log: what a reference merge of the
-    /// segments projects.
-    static func inLogNames(_ schema: Schema) -> Schema {
-        var renamed = schema
-        for entity in renamed.entities.indices {
-            for attribute in renamed.entities[entity].attributes.indices {
-                renamed.entities[entity].attributes[attribute].name = renamed.entities[entity].attributes[attribute].logName
-                renamed.entities[entity].attributes[attribute].renamingIdentifier = nil
-            }
-        }
-        return renamed
-    }
-
     static var seeds: [UInt64] { propertySeeds("LOGSYNC_SCHEMA_SEEDS", default: 6, from: 0x5C4E) }
 
     @Test("a v1 node applies what it declares of a v2 segment, keeps the rest, moves on, and merges the rest after its upgrade")
@@ -231,107 +218,99 @@ struct SchemaEvolutionTests {
         #expect(try upgraded.sync.undeclaredKept() == ["transaction 1 of node \(writer.nodeID), written under version 2"])
     }
 
-    /// One random write of version 2: the convergence schema's, and its new column, entity and relationship.
-    static func randomWriteV2(_ store: Store, using rng: inout SeededRandom) throws {
-        guard Int.random(in: 0..<2, using: &rng) == 0 else { return try SyncCluster.randomWrite(store, title: "subject", using: &rng) }
-        let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
-        let notes = try store.read("SELECT id FROM Note").map { $0[0] }
-        let tags = try store.read("SELECT id FROM Tag").map { $0[0] }
-        try store.write(author: "v2") { tx in
-            switch Int.random(in: 0..<7, using: &rng) {
-            case 0: try tx.insert("Tag", ["id": SyncCluster.id(), "name": .text("g\(Int.random(in: 0..<3, using: &rng))")])
-            case 1: if let tag = tags.randomElement(using: &rng) { try tx.delete("Tag", key: tag) }
-            case 2:
-                if let folder = folders.randomElement(using: &rng) {
-                    try tx.update("Folder", key: folder, ["color": .text("c\(Int.random(in: 0..<3, using: &rng))")])
-                }
-            case 3:
-                if let note = notes.randomElement(using: &rng) {
-                    try tx.update(
-                        "Note", key: note,
-                        ["pinned": .integer(Int64.random(in: 0...1, using: &rng)), "tag": tags.randomElement(using: &rng) ?? .null,
-                         "subject": .text("s\(Int.random(in: 0..<3, using: &rng))")])
-                }
-            case 4:
-                try tx.insert("Note", ["id": SyncCluster.id(), "subject": "v2", "rank": 1, "pinned": 1, "folder": folders.randomElement(using: &rng) ?? .null,
-                                       "tag": tags.randomElement(using: &rng) ?? .null])
-            case 5:
-                try tx.insert("Folder", ["id": SyncCluster.id(), "name": "v2", "color": "red"])
-            default:
-                if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, ["rank": .integer(Int64.random(in: 0..<5, using: &rng)), "pinned": 0]) }
-            }
-        }
-    }
-
-    @Test("nodes upgraded one at a time in random order while all write: v1 nodes see all they declare, and all end identical")
+    @Test("v1, v2 and v3 through the shared folder, nodes upgraded one at a time in random order while all write: older nodes see all they declare, and all end identical")
     func mixedFleetConverges() async throws {
         try await onOwnThread { try self.mixedFleetConvergesOnOwnThread() }
     }
 
     func mixedFleetConvergesOnOwnThread() throws {
-        // Across the seeds: segments applied in part by v1 nodes, and kept transactions merged after upgrades.
-        var keptSegments = 0, mergedAfterUpgrade = 0
+        var total = SchemaFleet.Outcome()
         for seed in Self.seeds {
-            var rng = SeededRandom(seed: seed)
             let cluster = try SyncCluster("fleet-\(seed)")
-            let names = ["a", "b", "c", "d"]
-            // a starts on v2; the others upgrade at random steps, in random order.
-            var schemas = ["a": Self.version2, "b": Self.version1, "c": Self.version1, "d": Self.version1]
-            var stores: [String: Store] = [:]
             var engines: [String: SyncEngine] = [:]
-            func sync(_ name: String) throws {
-                let report = try engines[name]!.sync()
-                keptSegments += report.keptForSchema.count
-                mergedAfterUpgrade += report.appliedKept
-            }
-            func open(_ name: String) throws {
-                engines[name] = nil
-                stores[name] = nil
-                let store = try Store(path: cluster.storePath(name), schema: schemas[name]!)
-                stores[name] = store
-                engines[name] = try cluster.engine(store)
-            }
-            for name in names { try open(name) }
-            let steps = Int.random(in: 40...70, using: &rng)
-            var upgradeAt: [Int: String] = [:]
-            for (index, name) in ["b", "c", "d"].shuffled(using: &rng).enumerated() {
-                upgradeAt[Int.random(in: (index * steps / 4)...((index + 1) * steps / 4), using: &rng)] = name
-            }
-            var checkedV1 = false
-            for step in 0..<steps {
-                if let name = upgradeAt[step] {
-                    schemas[name] = Self.version2
-                    try open(name)
-                }
-                let writer = names.randomElement(using: &rng)!
-                if schemas[writer]!.version == 2 {
-                    try Self.randomWriteV2(stores[writer]!, using: &rng)
-                } else {
-                    try SyncCluster.randomWrite(stores[writer]!, using: &rng)
-                }
-                if Int.random(in: 0..<2, using: &rng) == 0 { try sync(names.randomElement(using: &rng)!) }
-                // Once, while some nodes still run v1: after everyone has synced, a v1 node holds everything
-                // it can represent of what every node wrote.
-                if !checkedV1, step >= steps / 2, let old = names.first(where: { schemas[$0]!.version == 1 }) {
-                    checkedV1 = true
-                    for _ in 0..<2 { for name in names { try sync(name) } }
-                    let reference = try cluster.reference(schema: Self.version1)
-                    #expect(try stores[old]!.syncedTables() == reference, "seed \(seed): v1 node \(old) at step \(step) misses what it can represent")
-                }
-            }
-            for name in names where schemas[name]!.version == 1 {
-                schemas[name] = Self.version2
-                try open(name)
-            }
-            for _ in 0..<2 { for name in names.shuffled(using: &rng) { try sync(name) } }
-            // The reference merges the segments, which name Note's subject `title`, as the log does.
-            let expected = try cluster.reference(schema: Self.inLogNames(Self.version2))
-            for name in names {
-                #expect(try stores[name]!.sync.keptTransactionCount() == 0, "seed \(seed): \(name) still keeps parts")
-                #expect(try stores[name]!.syncedTables(logNames: true) == expected, "seed \(seed): \(name) differs from the reference")
-                #expect(try stores[name]!.syncedTables() == stores["a"]!.syncedTables(), "seed \(seed): \(name) differs from a")
-            }
+            let driver = SchemaFleet.Driver(
+                open: { name, schema in
+                    engines[name] = nil
+                    let store = try Store(path: cluster.storePath(name), schema: schema)
+                    engines[name] = try cluster.engine(store)
+                    return store
+                },
+                sync: { name in
+                    let report = try engines[name]!.sync()
+                    return (report.keptForSchema.count, report.appliedKept)
+                },
+                reference: { try cluster.reference(schema: $0) })
+            total.add(try SchemaFleet.run(seed: seed, driver))
+            engines = [:]
         }
-        #expect(keptSegments > 0 && mergedAfterUpgrade > 0, "the runs kept parts (\(keptSegments) segments) and merged them (\(mergedAfterUpgrade))")
+        #expect(total.failures.isEmpty, "\(total.failures)")
+        // Across the seeds: parts kept and merged after upgrades, and nodes on releases 1 and 2 checked beside newer ones.
+        #expect(total.keptSegments > 0 && total.mergedAfterUpgrade > 0, "kept \(total.keptSegments) segments in part, merged \(total.mergedAfterUpgrade)")
+        #expect(total.checkedReleases == [1, 2], "\(total.checkedReleases)")
+    }
+
+    @Test("an attribute deprecated in v2 and contracted in v3: kept and synced while deprecated, then its column, bits and registers go; older segments still apply")
+    func deprecateThenContract() throws {
+        let cluster = try SyncCluster("contract")
+        var store: Store? = try cluster.store("node")
+        let old = try cluster.store("old")
+        let oldEngine = try cluster.engine(old)
+        let note = SyncCluster.id(), other = SyncCluster.id()
+        try store!.write { tx in
+            try tx.insert("Note", ["id": note, "title": "before", "rank": 3])
+            try tx.insert("Note", ["id": other, "title": "other", "rank": 1])
+        }
+        _ = try cluster.engine(store!).sync()
+        _ = try oldEngine.sync()
+        // Release 2 deprecates rank: the column stays and still syncs with release 1.
+        store = nil
+        store = try Store(path: cluster.storePath("node"), schema: SchemaFleet.version2)
+        try old.write { try $0.update("Note", key: note, ["rank": 4, "title": "from v1"]) }
+        _ = try oldEngine.sync()
+        _ = try cluster.engine(store!).sync()
+        #expect(try store!.read("SELECT subject, rank FROM Note WHERE id = ?", [note]) == [[.text("from v1"), .integer(4)]])
+        // Release 3 contracts it: the column goes; the other columns keep their values and clocks.
+        store = nil
+        let contracted = try Store(path: cluster.storePath("node"), schema: SchemaFleet.version3)
+        #expect(try contracted.read("SELECT name FROM pragma_table_info('Note') WHERE name = 'rank'").isEmpty)
+        #expect(try contracted.read("SELECT subject FROM Note ORDER BY subject") == [[.text("from v1")], [.text("other")]])
+        // History written before the contraction reads without it: masks moved down a bit.
+        let history = try contracted.sync.recentHistory(limit: 10)
+        let columns = Set(history.flatMap { $0.changes.flatMap(\.changedColumns) })
+        #expect(!columns.contains("rank") && columns.contains("subject"), "\(columns)")
+        // The one update so far set rank and title: it now lists the title alone, not the column after rank.
+        let updates = history.flatMap(\.changes).filter { $0.kind == .update }
+        #expect(updates.count == 1 && updates.allSatisfy { $0.changedColumns == ["subject"] }, "\(updates)")
+        // A release-1 segment with rank applies: rank is ignored, the rest lands.
+        try old.write { try $0.update("Note", key: note, ["rank": 5, "title": "later v1"]) }
+        try old.write { try $0.update("Note", key: other, ["rank": 2]) }
+        _ = try oldEngine.sync()
+        let engine = try cluster.engine(contracted)
+        let round = try engine.sync()
+        #expect(!round.applied.isEmpty && round.rejected.isEmpty && round.refused.isEmpty, "\(round)")
+        #expect(try contracted.read("SELECT subject FROM Note WHERE id = ?", [note]) == [[.text("later v1")]])
+        // Its own writes go out without rank, and release 1 reads them.
+        try contracted.write { try $0.update("Note", key: other, ["subject": "from v3", "pinned": 1]) }
+        _ = try engine.sync()
+        _ = try oldEngine.sync()
+        #expect(try old.read("SELECT title, rank FROM Note WHERE id = ?", [other]) == [[.text("from v3"), .integer(2)]])
+        // A fresh release-3 node that reads every segment, release 1's with rank included, ends the same.
+        let fresh = try Store(path: cluster.storePath("fresh"), schema: SchemaFleet.version3)
+        let freshRound = try cluster.engine(fresh).sync()
+        #expect(!freshRound.applied.isEmpty && freshRound.rejected.isEmpty && freshRound.refused.isEmpty, "\(freshRound)")
+        #expect(try fresh.syncedTables() == contracted.syncedTables())
+        #expect(try contracted.syncedTables(logNames: true) == cluster.reference(schema: SchemaFleet.inLogNames(SchemaFleet.version3)))
+        // Baselines of the contracted store carry no rank.
+        var bytes: [UInt8] = []
+        _ = try contracted.sync.writeBaseline(account: "default") { bytes += $0 }
+        var chunks = [bytes]
+        let decoder = try BaselineDecoder { chunks.popLast() }
+        var noteRows = 0
+        while let row = try decoder.next() {
+            guard row.key.entity == "Note" else { continue }
+            noteRows += 1
+            #expect(row.state.columns["rank"] == nil, "\(row.state.columns.keys)")
+        }
+        #expect(noteRows == 2)
     }
 }

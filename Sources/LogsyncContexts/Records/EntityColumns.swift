@@ -22,13 +22,19 @@ struct EntityColumns: Sendable {
         name = entity.name
         keyColumn = key.name
         keyType = key.type
-        columns = [key.name] + entity.columnNames
+        columns = [key.name] + Self.appColumns(of: entity)
         var types = [key.name: key.type]
-        for attribute in entity.attributes { types[attribute.name] = attribute.type }
+        for attribute in entity.attributes where !attribute.deprecated { types[attribute.name] = attribute.type }
         for relationship in entity.relationships {
             types[relationship.name] = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
         }
         self.types = types
+    }
+
+    /// The columns apps see, in declaration order: every attribute but the deprecated ones
+    /// (``Attribute/deprecated``), then the relationships.
+    static func appColumns(of entity: Entity) -> [String] {
+        entity.attributes.filter { !$0.deprecated }.map(\.name) + entity.relationships.map(\.name)
     }
 
     func type(of column: String) throws(ContextError) -> AttributeType {

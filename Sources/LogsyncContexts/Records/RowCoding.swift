@@ -39,7 +39,8 @@ struct RowCoder: Sendable {
                 entity: entity.name)
         }
         var columns: [String: (name: String, type: AttributeType, declaration: String)] = [:]
-        for attribute in entity.attributes {
+        // A deprecated attribute stays in the store for nodes on earlier releases, but records neither read nor write it.
+        for attribute in entity.attributes where !attribute.deprecated {
             columns[attribute.name] = (attribute.name, attribute.type, "\(attribute.type)")
         }
         for relationship in entity.relationships {
@@ -92,7 +93,13 @@ struct RowCoder: Sendable {
     /// The column a property of `recordType` maps to: the key column for `id`, else the one of the same name.
     func column(forProperty property: String, of recordType: Any.Type) throws(ContextError) -> PropertyColumn {
         guard let column = columns[property] else {
-            let declared = (["\(keyColumn) for id"] + entity.columnNames).joined(separator: ", ")
+            if entity.attributes.contains(where: { $0.name == property && $0.deprecated }) {
+                throw ContextError(
+                    .unknownProperty,
+                    "\(recordType).\(property) maps to '\(entity.name).\(property)', which this schema deprecates: remove the property from the record",
+                    entity: entity.name)
+            }
+            let declared = (["\(keyColumn) for id"] + EntityColumns.appColumns(of: entity)).joined(separator: ", ")
             throw ContextError(
                 .unknownProperty,
                 "\(recordType).\(property) has no column in entity \(entity.name) (its columns: \(declared))",

@@ -16,6 +16,9 @@ package struct ChangeRules: Sendable {
     struct EntityRules: Sendable {
         let keyType: AttributeType
         let columns: [String: Column]
+        /// Contracted attributes' names in the log: their values are not checked, and the translation into
+        /// current names (``LogNames``) drops them.
+        let contracted: Set<String>
     }
 
     package let schemaVersion: Int
@@ -38,7 +41,7 @@ package struct ChangeRules: Sendable {
                 let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
                 columns[relationship.name] = Column(type: type, optional: true)
             }
-            entities[entity.name] = EntityRules(keyType: key.type, columns: columns)
+            entities[entity.name] = EntityRules(keyType: key.type, columns: columns, contracted: Set(entity.contracted))
         }
         self.entities = entities
     }
@@ -75,6 +78,7 @@ package struct ChangeRules: Sendable {
         }
         for (name, value) in change.values {
             guard let column = rules.columns[name] else {
+                if rules.contracted.contains(name) { continue }
                 return "'\(change.entity)' has no column '\(name)' in this node's schema (version \(schemaVersion))"
             }
             if let problem = problem(value, as: column.type, optional: column.optional) {
@@ -106,7 +110,7 @@ package struct ChangeRules: Sendable {
             new.values = [:]
             for (name, value) in change.values where rules.columns[name] == nil {
                 known.values[name] = nil
-                new.values[name] = value
+                if !rules.contracted.contains(name) { new.values[name] = value }
             }
             if let problem = Self.problem(with: known, rules: rules, schemaVersion: schemaVersion) {
                 return (understood, nil, "transaction \(transaction.sequence), change \(index + 1): \(problem)")

@@ -3,14 +3,23 @@
 /// the current one. Translation happens where changes cross between the two — export, the decoding of
 /// segments and baselines — so the merge and the store see only current names. A schema without renames
 /// translates nothing, at the cost of one check per transaction.
+///
+/// Contracted attributes (``Entity/contracted``) are dropped in both directions: whatever the log still
+/// carries under their names, from releases before the contraction, reaches neither the merge nor the
+/// store, and nothing under them is written again.
 package struct LogNames: Sendable {
-    /// Per entity that renamed an attribute: log name → current name, and current name → log name.
-    private let toCurrent: [String: [String: String]]
-    private let toLog: [String: [String: String]]
+    /// Per entity that renamed an attribute: log name → current name, and current name → log name. A
+    /// contracted name maps to nil in both: the translation drops it.
+    private let toCurrent: [String: [String: String?]]
+    private let toLog: [String: [String: String?]]
 
     package init(_ schema: Schema) {
-        var toCurrent: [String: [String: String]] = [:], toLog: [String: [String: String]] = [:]
+        var toCurrent: [String: [String: String?]] = [:], toLog: [String: [String: String?]] = [:]
         for entity in schema.entities {
+            for name in entity.contracted {
+                toCurrent[entity.name, default: [:]][name] = .some(nil)
+                toLog[entity.name, default: [:]][name] = .some(nil)
+            }
             for attribute in entity.attributes {
                 guard let identifier = attribute.renamingIdentifier, identifier != attribute.name else { continue }
                 toCurrent[entity.name, default: [:]][identifier] = attribute.name
@@ -33,14 +42,14 @@ package struct LogNames: Sendable {
     /// A row of this store with its current names replaced by the log's, for a baseline.
     package func log(_ row: BaselineRow) -> BaselineRow { translate(row, toLog) }
 
-    private func translate(_ row: BaselineRow, _ table: [String: [String: String]]) -> BaselineRow {
+    private func translate(_ row: BaselineRow, _ table: [String: [String: String?]]) -> BaselineRow {
         guard let names = table[row.key.entity] else { return row }
         var translated = row
         translated.state.columns = Self.renamed(row.state.columns, names)
         return translated
     }
 
-    private func translate(_ transaction: LogTransaction, _ table: [String: [String: String]]) -> LogTransaction {
+    private func translate(_ transaction: LogTransaction, _ table: [String: [String: String?]]) -> LogTransaction {
         guard !table.isEmpty else { return transaction }
         var translated = transaction
         for index in translated.changes.indices {
@@ -50,11 +59,17 @@ package struct LogNames: Sendable {
         return translated
     }
 
-    /// `columns` with each name that `names` maps replaced.
-    private static func renamed<Value>(_ columns: [String: Value], _ names: [String: String]) -> [String: Value] {
+    /// `columns` with each name that `names` maps replaced, and each it maps to nil left out.
+    private static func renamed<Value>(_ columns: [String: Value], _ names: [String: String?]) -> [String: Value] {
         var renamed: [String: Value] = [:]
         renamed.reserveCapacity(columns.count)
-        for (name, value) in columns { renamed[names[name] ?? name] = value }
+        for (name, value) in columns {
+            switch names[name] {
+            case nil: renamed[name] = value
+            case .some(let current?): renamed[current] = value
+            case .some(nil): continue
+            }
+        }
         return renamed
     }
 }

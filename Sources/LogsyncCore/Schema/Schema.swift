@@ -37,19 +37,50 @@ public struct Entity: Sendable, Hashable, Codable {
     public var relationships: [Relationship]
     /// Each unique key is a list of attribute or relationship names whose combined values are unique.
     public var uniqueKeys: [[String]]
+    /// The names in the log (``Attribute/logName``) of attributes an earlier release deprecated and this
+    /// one removed: a store drops their columns when it registers this schema, and changes to them in
+    /// segments and baselines of any release are ignored. A contracted name is never declared again
+    /// (`docs/schema-evolution.md`, "Removing an attribute").
+    public var contracted: [String]
 
     public init(
         _ name: String,
         primaryKey: PrimaryKey? = PrimaryKey("id", .uuid),
         attributes: [Attribute] = [],
         relationships: [Relationship] = [],
-        uniqueKeys: [[String]] = []
+        uniqueKeys: [[String]] = [],
+        contracted: [String] = []
     ) {
         self.name = name
         self.primaryKey = primaryKey
         self.attributes = attributes
         self.relationships = relationships
         self.uniqueKeys = uniqueKeys
+        self.contracted = contracted
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, primaryKey, attributes, relationships, uniqueKeys, contracted }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        primaryKey = try container.decodeIfPresent(PrimaryKey.self, forKey: .primaryKey)
+        attributes = try container.decode([Attribute].self, forKey: .attributes)
+        relationships = try container.decode([Relationship].self, forKey: .relationships)
+        uniqueKeys = try container.decode([[String]].self, forKey: .uniqueKeys)
+        contracted = try container.decodeIfPresent([String].self, forKey: .contracted) ?? []
+    }
+
+    /// Written only when there is something to say, so that a store registered before these fields existed
+    /// encodes its schema as it always has.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encodeIfPresent(primaryKey, forKey: .primaryKey)
+        try container.encode(attributes, forKey: .attributes)
+        try container.encode(relationships, forKey: .relationships)
+        try container.encode(uniqueKeys, forKey: .uniqueKeys)
+        if !contracted.isEmpty { try container.encode(contracted, forKey: .contracted) }
     }
 
     /// The names of the non-key columns in declaration order: attributes first, then relationships.
@@ -83,6 +114,11 @@ public struct Attribute: Sendable, Hashable, Codable {
     /// and after the rename write into one column (`docs/schema-evolution.md`). It stays the same through
     /// every later rename.
     public var renamingIdentifier: String?
+    /// The app no longer uses this attribute, and a later release will remove it (list it in
+    /// ``Entity/contracted``): its column stays in the store and its changes in the log, so that nodes on
+    /// earlier releases keep reading and writing it, but contexts neither show nor write it. It must be
+    /// optional or have a default, since rows this release inserts leave it out.
+    public var deprecated: Bool
 
     public init(
         _ name: String,
@@ -90,7 +126,8 @@ public struct Attribute: Sendable, Hashable, Codable {
         optional: Bool = true,
         default defaultValue: DefaultValue? = nil,
         preservedOnDelete: Bool = false,
-        renamingIdentifier: String? = nil
+        renamingIdentifier: String? = nil,
+        deprecated: Bool = false
     ) {
         self.name = name
         self.type = type
@@ -98,6 +135,33 @@ public struct Attribute: Sendable, Hashable, Codable {
         self.defaultValue = defaultValue
         self.preservedOnDelete = preservedOnDelete
         self.renamingIdentifier = renamingIdentifier
+        self.deprecated = deprecated
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, type, optional, defaultValue, preservedOnDelete, renamingIdentifier, deprecated }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        type = try container.decode(AttributeType.self, forKey: .type)
+        optional = try container.decode(Bool.self, forKey: .optional)
+        defaultValue = try container.decodeIfPresent(DefaultValue.self, forKey: .defaultValue)
+        preservedOnDelete = try container.decode(Bool.self, forKey: .preservedOnDelete)
+        renamingIdentifier = try container.decodeIfPresent(String.self, forKey: .renamingIdentifier)
+        deprecated = try container.decodeIfPresent(Bool.self, forKey: .deprecated) ?? false
+    }
+
+    /// As the synthesized form, with `deprecated` only when set: stores registered before it existed
+    /// encode their schema as they always have.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(name, forKey: .name)
+        try container.encode(type, forKey: .type)
+        try container.encode(optional, forKey: .optional)
+        try container.encodeIfPresent(defaultValue, forKey: .defaultValue)
+        try container.encode(preservedOnDelete, forKey: .preservedOnDelete)
+        try container.encodeIfPresent(renamingIdentifier, forKey: .renamingIdentifier)
+        if deprecated { try container.encode(deprecated, forKey: .deprecated) }
     }
 
     /// The name changes to this attribute carry in segments and baselines.

@@ -22,6 +22,9 @@ package struct SchemaCheck: Sendable {
         package var reason: String
         /// What to release instead (unsafe findings), or what to expect (notes).
         package var advice: String
+        /// Unsafe while devices run both releases, but a store that skips from one to the other migrates:
+        /// contracting an attribute that the old release did not deprecate.
+        package var onlyForFleets = false
 
         package var description: String { "\(severity == .unsafe ? "unsafe" : "note"): \(location): \(reason). \(advice)" }
     }
@@ -39,7 +42,9 @@ package struct SchemaCheck: Sendable {
         self.old = old
         self.new = new
         var unsafe: [Finding] = [], notes: [Finding] = []
-        func refuse(_ location: String, _ reason: String, _ advice: String) { unsafe.append(Finding(severity: .unsafe, location: location, reason: reason, advice: advice)) }
+        func refuse(_ location: String, _ reason: String, _ advice: String, onlyForFleets: Bool = false) {
+            unsafe.append(Finding(severity: .unsafe, location: location, reason: reason, advice: advice, onlyForFleets: onlyForFleets))
+        }
         func note(_ location: String, _ reason: String, _ advice: String) { notes.append(Finding(severity: .note, location: location, reason: reason, advice: advice)) }
 
         if old != new, new.version <= old.version {
@@ -47,7 +52,10 @@ package struct SchemaCheck: Sendable {
                 "version", "the definition changed but the version went from \(old.version) to \(new.version)",
                 "Give the new release version \(old.version + 1): versions tell nodes which schema wrote a change")
         }
-        let keep = "Keep it in the schema and stop using it in the app; logsync cannot remove it yet (docs/schema-evolution.md)"
+        let keep = "Keep it in the schema and stop using it in the app; logsync removes only attributes, by deprecation and then contraction (docs/schema-evolution.md)"
+        func removeAttribute(_ attribute: Attribute) -> String {
+            "Remove it in two releases: keep it declared with deprecated: true (contexts stop showing it, nodes on older releases keep it), then list '\(attribute.logName)' in the entity's contracted once every active node runs the deprecating release"
+        }
         for entity in old.entities where new.entity(named: entity.name) == nil {
             if let renamed = Self.renamedEntity(entity, in: new, old: old) {
                 refuse(
@@ -70,18 +78,41 @@ package struct SchemaCheck: Sendable {
             // Columns are the same when their names in the log are (a rename keeps the log's name).
             let newNames = Set(entity.columnNames)
             let oldNames = Set(before.attributes.map(\.logName) + before.relationships.map(\.name))
+            for name in before.contracted where !entity.contracted.contains(name) {
+                refuse(
+                    "\(entity.name).contracted", "'\(name)' is no longer listed as contracted",
+                    "A contracted attribute stays listed in every later release: nodes on this one would refuse what older segments carry under it")
+            }
             for attribute in before.attributes {
                 let location = "\(entity.name).\(attribute.name)"
+                if entity.contracted.contains(attribute.logName) {
+                    if attribute.deprecated {
+                        note(
+                            location, "'\(attribute.name)' is contracted: stores drop its column, and its changes in the log are ignored from now on",
+                            "Release this only once every active node runs version \(old.version) or later (`syncctl status` lists each peer's version; the relay's /metrics the oldest per account): what a node on an earlier release still writes to it is ignored")
+                    } else {
+                        refuse(
+                            location, "'\(attribute.name)' is contracted, but version \(old.version) still uses it",
+                            "Deprecate it first: declare it with deprecated: true in one release, and contract it in a later one, once every active node runs that release",
+                            onlyForFleets: true)
+                    }
+                    continue
+                }
                 guard let current = entity.attributes.first(where: { $0.logName == attribute.logName }) else {
                     let candidates = entity.attributes.filter { !oldNames.contains($0.logName) && $0.type == attribute.type }
                     if let renamed = candidates.first, candidates.count == 1 {
                         refuse(
                             location, "attribute '\(attribute.name)' of '\(entity.name)' was removed, and '\(renamed.name)' is new and of the same type: if it is the new name, this is a rename without its identifier",
-                            "Declare '\(renamed.name)' with renamingIdentifier '\(attribute.logName)': changes keep travelling under that name, and nodes before and after the rename write into one column")
+                            "Declare '\(renamed.name)' with renamingIdentifier '\(attribute.logName)': changes keep travelling under that name, and nodes before and after the rename write into one column. If it is not, \(removeAttribute(attribute).prefix(1).lowercased())\(removeAttribute(attribute).dropFirst())")
                     } else {
-                        refuse(location, "attribute '\(attribute.name)' of '\(entity.name)' was removed", keep)
+                        refuse(location, "attribute '\(attribute.name)' of '\(entity.name)' was removed", removeAttribute(attribute))
                     }
                     continue
+                }
+                if current.deprecated, !attribute.deprecated {
+                    note(
+                        location, "'\(current.name)' is deprecated",
+                        "Contexts no longer show or write it; its column and its changes stay, for nodes on earlier releases. List it in '\(entity.name)'s contracted in a later release, once every active node runs this one")
                 }
                 if current.name != attribute.name {
                     note(
@@ -91,7 +122,7 @@ package struct SchemaCheck: Sendable {
                 if current.type != attribute.type {
                     refuse(
                         location, "the type of '\(attribute.name)' changed from \(attribute.type.rawValue) to \(current.type.rawValue)",
-                        "Add a new attribute of type \(current.type.rawValue), have the app fill it from '\(attribute.name)', and keep '\(attribute.name)'")
+                        "Add a new attribute of type \(current.type.rawValue) in one release and have the app fill it from '\(attribute.name)'; deprecate '\(attribute.name)' in that release or a later one, and contract it once every active node runs the deprecating release")
                 }
                 if current.optional != attribute.optional {
                     refuse(

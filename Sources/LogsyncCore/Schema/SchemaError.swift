@@ -17,6 +17,8 @@ public struct SchemaError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let malformed = Code(name: "malformed")
         public static let notAdditive = Code(name: "notAdditive")
         public static let versionConflict = Code(name: "versionConflict")
+        /// A deprecated attribute that rows inserted without it could not hold, or that a unique key names.
+        public static let invalidDeprecation = Code(name: "invalidDeprecation")
     }
 
     public var code: Code

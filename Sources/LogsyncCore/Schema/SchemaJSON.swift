@@ -64,6 +64,7 @@ extension Schema {
                 }
                 if attribute.preservedOnDelete { parts.append(member("preservedOnDelete", "true")) }
                 if let identifier = attribute.renamingIdentifier { parts.append(member("renamingIdentifier", string(identifier))) }
+                if attribute.deprecated { parts.append(member("deprecated", "true")) }
                 return "{" + parts.joined(separator: ", ") + "}"
             }
             if !attributes.isEmpty { members.append(member("attributes", "[" + attributes.joined(separator: ", ") + "]")) }
@@ -73,6 +74,9 @@ extension Schema {
             if !relationships.isEmpty { members.append(member("relationships", "[" + relationships.joined(separator: ", ") + "]")) }
             if !entity.uniqueKeys.isEmpty {
                 members.append(member("uniqueKeys", "[" + entity.uniqueKeys.map { "[" + $0.map(string).joined(separator: ", ") + "]" }.joined(separator: ", ") + "]"))
+            }
+            if !entity.contracted.isEmpty {
+                members.append(member("contracted", "[" + entity.contracted.map(string).joined(separator: ", ") + "]"))
             }
             return "  {" + members.joined(separator: ", ") + "}"
         }
@@ -140,7 +144,8 @@ extension Schema {
                     attributeName, try type(attributeObject["type"], at: location),
                     optional: attributeObject["optional"] as? Bool ?? true, default: defaultValue,
                     preservedOnDelete: attributeObject["preservedOnDelete"] as? Bool ?? false,
-                    renamingIdentifier: attributeObject["renamingIdentifier"] as? String))
+                    renamingIdentifier: attributeObject["renamingIdentifier"] as? String,
+                    deprecated: attributeObject["deprecated"] as? Bool ?? false))
         }
         var relationships: [Relationship] = []
         for relationshipObject in object["relationships"] as? [[String: Any]] ?? [] {
@@ -158,7 +163,8 @@ extension Schema {
             relationships.append(Relationship(relationshipName, to: destination, deleteRule: rule))
         }
         let uniqueKeys = object["uniqueKeys"] as? [[String]] ?? []
-        return Entity(name, primaryKey: key, attributes: attributes, relationships: relationships, uniqueKeys: uniqueKeys)
+        let contracted = object["contracted"] as? [String] ?? []
+        return Entity(name, primaryKey: key, attributes: attributes, relationships: relationships, uniqueKeys: uniqueKeys, contracted: contracted)
     }
 
     private static func type(_ value: Any?, at location: String) throws(SchemaError) -> AttributeType {

@@ -68,6 +68,22 @@ extension Schema {
             if let identifier = attribute.renamingIdentifier {
                 try Self.checkIdentifier(identifier, at: "\(entity.name).\(attribute.name)", what: "renamingIdentifier")
             }
+            if attribute.deprecated, !attribute.optional, attribute.defaultValue == nil {
+                throw SchemaError(
+                    .invalidDeprecation, at: "\(entity.name).\(attribute.name)",
+                    "deprecated attribute '\(attribute.name)' is required and has no default, but rows inserted by an app that no longer uses it leave it out")
+            }
+        }
+        // A contracted attribute's changes are ignored wherever they come from: its name in the log can
+        // name no column again, or a node would drop what another writes.
+        for name in entity.contracted {
+            let location = "\(entity.name).contracted"
+            try Self.checkIdentifier(name, at: location, what: "contracted attribute")
+            guard !logNames.contains(name.lowercased()), !columns.contains(name.lowercased()) else {
+                throw SchemaError(
+                    .duplicateName, at: location,
+                    "'\(name)' is contracted in '\(entity.name)' and declared again: a contracted attribute's name is never used again, since nodes drop what the log carries under it")
+            }
         }
         guard entity.columnNames.count <= Self.maximumColumnsPerEntity else {
             throw SchemaError(
@@ -81,6 +97,11 @@ extension Schema {
             }
             for column in uniqueKey where !columns.contains(column.lowercased()) {
                 throw SchemaError(.unknownColumn, at: location, "unique key names '\(column)', which is not a column of '\(entity.name)'")
+            }
+            for column in uniqueKey where entity.attributes.contains(where: { $0.name == column && $0.deprecated }) {
+                throw SchemaError(
+                    .invalidDeprecation, at: location,
+                    "unique key names '\(column)', which is deprecated: an app that no longer writes it cannot keep a key on it")
             }
         }
     }

@@ -93,14 +93,7 @@ struct SchemaRegistration {
     /// stops the open with an error that names the table and the rule, and changes nothing: in the same
     /// transaction as the rest of registration.
     private func rebuildStrict(_ catalog: Catalog) throws {
-        do {
-            for row in try connection.rows(
-                "SELECT type, name FROM sqlite_master WHERE (type = 'trigger' AND name LIKE '\\_ls\\_t%' ESCAPE '\\') OR (type = 'view' AND name LIKE '\\_ls\\_v%' ESCAPE '\\')")
-            {
-                guard case .text(let type) = row[0], case .text(let name) = row[1] else { continue }
-                try connection.execute("DROP \(type == "view" ? "VIEW" : "TRIGGER") IF EXISTS \(SchemaSQL.quote(name))")
-            }
-        }
+        try dropGenerated()
         // Renaming the new table must not rewrite or check other objects (the app's views may name the table).
         try connection.execute("PRAGMA legacy_alter_table = ON")
         defer { try? connection.execute("PRAGMA legacy_alter_table = OFF") }
@@ -134,6 +127,19 @@ struct SchemaRegistration {
             try connection.execute("DROP TABLE \(quoted)")
             try connection.execute("ALTER TABLE \(SchemaSQL.quote(temporary)) RENAME TO \(quoted)")
             for statement in own { try connection.execute(statement) }
+        }
+    }
+
+    /// Drops logsync's generated triggers, views and unique indexes, which name the tables' columns; the
+    /// caller installs them again (``installTriggers(_:)``).
+    private func dropGenerated() throws {
+        for row in try connection.rows(
+            "SELECT type, name FROM sqlite_master WHERE (type = 'trigger' AND name LIKE '\\_ls\\_t%' ESCAPE '\\') "
+                + "OR (type = 'view' AND name LIKE '\\_ls\\_v%' ESCAPE '\\') OR (type = 'index' AND name LIKE '\\_ls\\_uq%' ESCAPE '\\')")
+        {
+            guard case .text(let type) = row[0], case .text(let name) = row[1] else { continue }
+            let kind = type == "view" ? "VIEW" : type == "index" ? "INDEX" : "TRIGGER"
+            try connection.execute("DROP \(kind) IF EXISTS \(SchemaSQL.quote(name))")
         }
     }
 
@@ -192,7 +198,8 @@ struct SchemaRegistration {
 
     private func migrate(from stored: Schema?) throws {
         // What a store cannot migrate is what `logsync schema check` calls unsafe: one set of rules.
-        if let stored, let refusal = SchemaCheck(from: stored, to: schema).findings.first(where: { $0.severity == .unsafe }) {
+        // A store may skip a release: contracting what it never saw deprecated is unsafe only for a fleet.
+        if let stored, let refusal = SchemaCheck(from: stored, to: schema).findings.first(where: { $0.severity == .unsafe && !$0.onlyForFleets }) {
             throw notAdditive(refusal.location, "\(refusal.reason); \(refusal.advice)")
         }
         for entity in schema.entities {
@@ -232,6 +239,15 @@ struct SchemaRegistration {
         // Through temporary names first, so that renames that take each other's names (a to b, b to c; a
         // swap) never meet a name still in use.
         var columns = try registeredColumns(of: entity)
+        // Contracted attributes go first, under the names the stored schema gave them.
+        let contracted = old.attributes.filter { entity.contracted.contains($0.logName) }.map(\.name)
+        if !contracted.isEmpty {
+            try dropGenerated()
+            guard let id = try connection.int64("SELECT id FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
+                throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
+            }
+            columns = try Contraction(connection: connection, entityID: id, entity: old, columns: columns).run(removing: contracted)
+        }
         let table = SchemaSQL.quote(entity.name)
         for (index, rename) in renamed.enumerated() {
             try connection.execute("ALTER TABLE \(table) RENAME COLUMN \(SchemaSQL.quote(rename.from)) TO \(SchemaSQL.quote("_ls_renaming_\(index)"))")
@@ -240,7 +256,7 @@ struct SchemaRegistration {
             try connection.execute("ALTER TABLE \(table) RENAME COLUMN \(SchemaSQL.quote("_ls_renaming_\(index)")) TO \(SchemaSQL.quote(rename.to))")
         }
         columns = columns.map { name in renamed.first { $0.from == name }?.to ?? name }
-        let oldColumns = Set(old.columnNames.map { name in renamed.first { $0.from == name }?.to ?? name })
+        let oldColumns = Set(old.columnNames.filter { !contracted.contains($0) }.map { name in renamed.first { $0.from == name }?.to ?? name })
         var added: [String] = []
         for attribute in entity.attributes where !oldColumns.contains(attribute.name) {
             try connection.execute("ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.columnDefinition(attribute))")
@@ -251,7 +267,7 @@ struct SchemaRegistration {
                 "ALTER TABLE \(SchemaSQL.quote(entity.name)) ADD COLUMN \(SchemaSQL.relationshipDefinition(relationship, in: schema))")
             added.append(relationship.name)
         }
-        guard !added.isEmpty || !renamed.isEmpty else { return }
+        guard !added.isEmpty || !renamed.isEmpty || !contracted.isEmpty else { return }
         columns += added
         guard columns.count <= Schema.maximumColumnsPerEntity else {
             throw notAdditive(entity.name, "'\(entity.name)' would have \(columns.count) columns; at most \(Schema.maximumColumnsPerEntity)")

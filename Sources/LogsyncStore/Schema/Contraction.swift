@@ -1,0 +1,78 @@
+import LogsyncCore
+import LogsyncSQLite
+
+/// Removes the columns of attributes a new schema contracts (``Entity/contracted``) from one entity,
+/// inside the registration's transaction (`docs/schema-evolution.md`, "Removing an attribute").
+///
+/// A column's place in `_ls_entity.columns` is its bit in history masks and row states, so taking one
+/// out moves every later column down a bit: history masks are shifted in SQL, and each of the entity's
+/// row states is decoded with the old columns and encoded with the new ones, which drops the removed
+/// column's register. The column itself goes with `ALTER TABLE … DROP COLUMN`, after the generated
+/// triggers that name it (installed again when registration ends).
+struct Contraction {
+    let connection: Connection
+    /// `_ls_entity.id` of the entity.
+    let entityID: Int64
+    /// The entity as the stored schema declares it, and its columns in bit order.
+    let entity: Entity
+    let columns: [String]
+
+    /// Drops `removed` (current names of `entity`'s attributes) and returns the columns left, in bit order.
+    func run(removing removed: [String]) throws -> [String] {
+        guard !removed.isEmpty else { return columns }
+        let table = SchemaSQL.quote(entity.name)
+        for name in removed {
+            do {
+                try connection.execute("ALTER TABLE \(table) DROP COLUMN \(SchemaSQL.quote(name))")
+            } catch {
+                throw StoreError(
+                    .schema,
+                    "the schema contracts '\(entity.name).\(name)', but its column cannot be dropped (\(error.message)); an index or "
+                        + "trigger of the app's own probably names it: drop that first, in the same release; nothing was changed",
+                    path: connection.path, cause: error)
+            }
+        }
+        var remaining = columns
+        for name in removed {
+            guard let bit = remaining.firstIndex(of: name) else { continue }
+            // Every bit above `bit` moves down one; `bit` itself goes.
+            try connection.execute(
+                "UPDATE _ls_log SET cols = (cols & ((1 << ?1) - 1)) | ((cols >> (?1 + 1)) << ?1) WHERE entity = ?2 AND cols IS NOT NULL",
+                [.integer(Int64(bit)), .integer(entityID)])
+            remaining.remove(at: bit)
+        }
+        let before = info(entity, columns)
+        var kept = entity
+        kept.attributes.removeAll { removed.contains($0.name) }
+        let after = info(kept, remaining)
+        try rewriteStates(in: "_ls_row", where: "entity = \(entityID)", from: before, to: after)
+        try rewriteStates(in: "_ls_live", where: SchemaSQL.liveRange(entity: String(entityID)), from: before, to: after)
+        return remaining
+    }
+
+    private func info(_ entity: Entity, _ columns: [String]) -> Catalog.EntityInfo {
+        let catalog = Catalog(schema: Schema(version: 1, entities: [entity]), registered: [(entityID, entity.name, columns)])
+        return catalog.byID[entityID]!
+    }
+
+    /// Every state of `table` matching `condition`, decoded as `before` encodes it and encoded as `after`,
+    /// a bounded batch at a time.
+    private func rewriteStates(in table: String, where condition: String, from before: Catalog.EntityInfo, to after: Catalog.EntityInfo) throws {
+        var nodes = try NodeTable(connection: connection)
+        let update = try connection.prepare("UPDATE \(table) SET state = ? WHERE id = ?")
+        var last = Int64.min
+        var encoded: [UInt8] = []
+        while true {
+            let rows = try connection.rows(
+                "SELECT id, cl, state FROM \(table) WHERE \(condition) AND id > ? ORDER BY id LIMIT 4096", [.integer(last)])
+            guard !rows.isEmpty else { return }
+            for row in rows {
+                guard case .integer(let id) = row[0], case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else { continue }
+                last = id
+                let state = try RowStateCoding.decode(bytes, causalLength: UInt64(max(cl, 0)), info: before, nodes: nodes)
+                try RowStateCoding.encode(state, info: after, nodes: &nodes, connection: connection, into: &encoded)
+                try update.run([.blob(encoded), .integer(id)])
+            }
+        }
+    }
+}
