@@ -107,10 +107,11 @@ extension SyncEngine {
     func publishProgressIfDue(_ frontier: Frontier) throws {
         let record = ProgressRecord(
             account: configuration.account, node: node, applied: frontier, prunedThrough: try store.sync.prunedSequence(),
-            activeAtMilliseconds: now)
+            activeAtMilliseconds: now, schemaVersion: store.schema.version)
         let due = retentionMemory.state.withLock { state -> Bool in
             guard let last = state.lastProgress else { return true }
             let changed = last.bytes.applied != record.applied || last.bytes.prunedThrough != record.prunedThrough
+                || last.bytes.schemaVersion != record.schemaVersion
             return now >= last.at + (changed ? min(1_000, configuration.retention.progressIntervalMilliseconds) : configuration.retention.progressIntervalMilliseconds)
         }
         guard due else { return }
@@ -235,6 +236,10 @@ extension SyncEngine {
 
     func pruneNow(dryRun: Bool) throws -> RetentionStatus {
         let records = try progressRecords()
+        // A peer that upgraded its app shows its version before it writes anything (`docs/schema-evolution.md`).
+        var versions: [NodeID: Int] = [:]
+        for record in records.values where record.node != node { versions[record.node] = record.schemaVersion }
+        try store.sync.notePeerSchemaVersions(versions)
         let exported = try store.sync.exportedSequence()
         let prunedThrough = try store.sync.prunedSequence()
         let clock = now

@@ -21,11 +21,11 @@ struct RecordFuzzTests {
         for _ in 0..<(1 + rng.next() % 4) { sequences[NodeID(uuid(&rng))] = 1 + rng.next() % 1_000 }
         return ProgressRecord(
             account: "acct", node: NodeID(uuid(&rng)), applied: Frontier(sequences), prunedThrough: rng.next() % 100,
-            activeAtMilliseconds: 1_700_000_000_000)
+            activeAtMilliseconds: 1_700_000_000_000, schemaVersion: rng.next() % 2 == 0 ? nil : Int(rng.next() % 5))
     }
 
     /// `body` as a record of `version`: magic, version, length, CRC-32 recomputed.
-    static func progressBytes(body: [UInt8], version: UInt16 = ProgressRecord.formatVersion) -> [UInt8] {
+    static func progressBytes(body: [UInt8], version: UInt16 = 1) -> [UInt8] {
         var writer = ByteWriter()
         writer.write(contentsOf: ProgressRecord.magic)
         writer.writeLittleEndian(version)
@@ -35,18 +35,25 @@ struct RecordFuzzTests {
         return writer.bytes
     }
 
-    @Test("progress records of a later version are read in the fields this build knows; version 1 with more bytes, or version 0, is refused")
+    @Test("progress records carry the schema version from format 2; later versions are read in the fields this build knows; version 1 with more bytes, or version 0, is refused")
     func laterProgressVersions() throws {
         let record = ProgressRecord(
             account: "acct", node: NodeID("a"), applied: Frontier([NodeID("b"): 7]), prunedThrough: 3, activeAtMilliseconds: 1_700_000_000_000)
         let body = Array(record.encoded().dropFirst(14).dropLast(4))
-        // Version 2 appends a field (a schema version, say): read as version 1's fields.
-        let later = try ProgressRecord(decoding: Self.progressBytes(body: body + [2, 0, 0, 0], version: 2))
-        #expect(later.applied[NodeID("b")] == 7 && later.prunedThrough == 3 && later.node == NodeID("a"))
-        #expect(try ProgressRecord(decoding: Self.progressBytes(body: body, version: 9)).applied[NodeID("b")] == 7)
+        #expect(record.encoded()[8] == 1, "a record without a schema version is written as version 1")
+        #expect(try ProgressRecord(decoding: record.encoded()) == record)
+        // Version 2 appends the schema version.
+        var versioned = record
+        versioned.schemaVersion = 3
+        #expect(versioned.encoded()[8] == 2)
+        #expect(Array(versioned.encoded().dropFirst(14).dropLast(4)) == body + [3, 0, 0, 0])
+        #expect(try ProgressRecord(decoding: versioned.encoded()) == versioned)
+        // A later version appends more: read in the fields this build knows.
+        let later = try ProgressRecord(decoding: Self.progressBytes(body: body + [2, 0, 0, 0, 0xAB, 0xCD], version: 9))
+        #expect(later.applied[NodeID("b")] == 7 && later.prunedThrough == 3 && later.node == NodeID("a") && later.schemaVersion == 2)
+        #expect(throws: SegmentError.self, "version 2 without its field") { try ProgressRecord(decoding: Self.progressBytes(body: body, version: 2)) }
         #expect(throws: SegmentError.self) { try ProgressRecord(decoding: Self.progressBytes(body: body + [2, 0, 0, 0], version: 1)) }
         #expect(throws: SegmentError.self) { try ProgressRecord(decoding: Self.progressBytes(body: body, version: 0)) }
-        #expect(try ProgressRecord(decoding: record.encoded()).applied == record.applied, "version 1 as written")
     }
 
     @Test("progress records: values past SQLite's integers are refused")
@@ -74,6 +81,7 @@ struct RecordFuzzTests {
         for seed in Self.seeds {
             var rng = SeededRandom(seed: seed)
             let bytes = Self.progress(&rng).encoded()
+            let version = UInt16(bytes[8])
             var body = Array(bytes[14..<(bytes.count - 4)])
             for _ in 0..<(1 + rng.next() % 4) {
                 let position = Int(rng.next() % UInt64(body.count))
@@ -87,7 +95,7 @@ struct RecordFuzzTests {
                 if body.isEmpty { body = [0] }
             }
             do {
-                let record = try ProgressRecord(decoding: Self.progressBytes(body: body))
+                let record = try ProgressRecord(decoding: Self.progressBytes(body: body, version: version))
                 #expect(record.activeAtMilliseconds <= UInt64(Int64.max) && record.prunedThrough <= LogTransaction.maximumSequence)
                 #expect(record.applied.sequences.values.allSatisfy { $0 <= LogTransaction.maximumSequence })
                 outcomes["accepted", default: 0] += 1

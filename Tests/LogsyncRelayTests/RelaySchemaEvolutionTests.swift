@@ -61,6 +61,16 @@ import Testing
         #expect(round.appliedKept == 1 && round.applied.isEmpty, "\(round)")
         #expect(try upgraded.syncedTables() == new.syncedTables())
 
+        // A node on version 3 that has written nothing says so in its progress record: the relay counts it.
+        var version3 = Self.version2
+        version3.version = 3
+        version3.entities[3].attributes.append(Attribute("weight", .integer))
+        let third = try Store(path: directory.file("v3.sqlite"), schema: version3)
+        let thirdEngine = Self.engine(third, fixture)
+        let thirdRound = try await onOwnThread { try thirdEngine.sync() }
+        #expect(thirdRound.published.isEmpty, "\(thirdRound)")
+        let after = try await rawRequest(port: fixture.relay.port, method: "GET", path: "/metrics").text
+        #expect(after.contains("relay_account_newest_schema{account=\"\(fixture.account)\"} 3"), "\(after)")
         #expect(try await fixture.relay.stop() == 0)
     }
 

@@ -249,6 +249,28 @@ struct SchemaEvolutionTests {
         #expect(total.checkedReleases == [1, 2], "\(total.checkedReleases)")
     }
 
+    @Test("a peer's progress record says its new schema version before it writes anything")
+    func versionFromProgressRecord() throws {
+        let cluster = try SyncCluster("progress-version")
+        var upgrading: Store? = try cluster.store("upgrading")
+        try upgrading!.write { try $0.insert("Folder", ["id": SyncCluster.id(), "name": "v1"]) }
+        _ = try cluster.engine(upgrading!).sync()
+        let watcher = try cluster.store("watcher")
+        _ = try cluster.engine(watcher).sync()
+        #expect(try watcher.sync.peerCursors().first?.schemaVersion == 1)
+        upgrading = nil
+        let upgraded = try Store(path: cluster.storePath("upgrading"), schema: SchemaFleet.version2)
+        let round = try cluster.engine(upgraded).sync()
+        #expect(round.published.isEmpty, "nothing written: \(round)")
+        // A new engine prunes in its first round, which reads every progress record.
+        _ = try cluster.engine(watcher).sync()
+        #expect(try watcher.sync.peerCursors().first?.schemaVersion == 2)
+        #expect(try watcher.sync.newestPeerSchemaVersion() == 2)
+        // A version only goes up: a segment of the old version applied again says nothing of what the peer runs now.
+        try watcher.sync.notePeerSchemaVersions([NodeID(upgraded.nodeID): 1])
+        #expect(try watcher.sync.newestPeerSchemaVersion() == 2)
+    }
+
     @Test("an attribute deprecated in v2 and contracted in v3: kept and synced while deprecated, then its column, bits and registers go; older segments still apply")
     func deprecateThenContract() throws {
         let cluster = try SyncCluster("contract")

@@ -13,22 +13,30 @@ package struct ProgressRecord: Sendable, Hashable {
     /// Wall-clock milliseconds since 1970 when the node wrote this record: a node whose record is older
     /// than the retention stops holding pruning back.
     public var activeAtMilliseconds: UInt64
+    /// The schema version the node's app registered (format 2; nil in a record of format 1): what
+    /// `syncctl peers` and the relay's `/metrics` show for a node that upgraded before writing anything
+    /// (`docs/schema-evolution.md`).
+    public var schemaVersion: Int?
 
-    public init(account: String, node: NodeID, applied: Frontier, prunedThrough: UInt64, activeAtMilliseconds: UInt64) {
+    public init(
+        account: String, node: NodeID, applied: Frontier, prunedThrough: UInt64, activeAtMilliseconds: UInt64, schemaVersion: Int? = nil
+    ) {
         self.account = account
         self.node = node
         self.applied = applied
         self.prunedThrough = prunedThrough
         self.activeAtMilliseconds = activeAtMilliseconds
+        self.schemaVersion = schemaVersion
     }
 
     /// `LSPRG`, CR, LF, SUB, as segments' magic.
     static let magic: [UInt8] = [0x4C, 0x53, 0x50, 0x52, 0x47, 0x0D, 0x0A, 0x1A]
-    public static let formatVersion: UInt16 = 1
+    /// Version 2 appends the schema version (u32) to version 1's body; a record without one is written as
+    /// version 1.
+    public static let formatVersion: UInt16 = 2
     /// Later versions only append fields to the body, so a reader takes the fields it knows from a record
-    /// of any version and skips the rest: nodes and relays that read records ship before the nodes that
-    /// write new fields (the schema version, `docs/schema-evolution.md`), and an older reader never counts
-    /// a newer writer as silent.
+    /// of any version and skips the rest: a reader of this build takes the schema version from a record of
+    /// version 3 or later too, and never counts a newer writer as silent.
     public static let appendOnlyFrom: UInt16 = 2
     /// A record names every node once; a node with more than this is not a logsync record.
     public static let maximumByteCount = 1 << 20
@@ -46,9 +54,10 @@ package struct ProgressRecord: Sendable, Hashable {
             body.writeString(node.rawValue)
             body.writeLittleEndian(sequence)
         }
+        if let schemaVersion { body.writeLittleEndian(UInt32(clamping: schemaVersion)) }
         var writer = ByteWriter()
         writer.write(contentsOf: Self.magic)
-        writer.writeLittleEndian(Self.formatVersion)
+        writer.writeLittleEndian(schemaVersion == nil ? 1 : Self.formatVersion)
         writer.writeLittleEndian(UInt32(body.count))
         writer.write(contentsOf: body.bytes)
         writer.writeLittleEndian(CRC32.checksum(writer.bytes, 0..<writer.count))
@@ -92,10 +101,11 @@ package struct ProgressRecord: Sendable, Hashable {
             }
             guard sequences.updateValue(sequence, forKey: node) == nil else { throw fail(.malformed, "node \(node) is listed twice") }
         }
-        // Fields of a later version follow; version 1 has none.
+        // Version 2 appends the schema version; fields of a later version follow it. Version 1 has none.
         guard reader.remaining == 0 || version >= Self.appendOnlyFrom else {
             throw fail(.malformed, "\(reader.remaining) unexplained bytes at the end")
         }
+        schemaVersion = version >= 2 ? Int(try reader.readLittleEndian(UInt32.self, "schema version")) : nil
         applied = Frontier(sequences)
     }
 }

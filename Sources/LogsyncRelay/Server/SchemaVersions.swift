@@ -10,11 +10,12 @@ final class SchemaVersions: Sendable {
 
     private let state = Mutex<(versions: [String: [String: Int]], nodes: Int, dropped: Int)>(([:], 0, 0))
 
-    /// Notes that `node` of `account` pushed a segment written under `version`.
+    /// Notes that `node` of `account` pushed a segment written under `version`, or a progress record that
+    /// says it runs it. A node's version only goes up: a segment pushed again says nothing of what it runs.
     func record(account: String, node: String, version: Int) {
         state.withLock { state in
             if let known = state.versions[account]?[node] {
-                if known != version { state.versions[account]![node] = version }
+                if known < version { state.versions[account]![node] = version }
                 return
             }
             guard state.nodes < Self.maximumNodes else {

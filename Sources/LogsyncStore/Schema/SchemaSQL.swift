@@ -24,7 +24,7 @@ enum SchemaSQL {
     ///   open (``SchemaRegistration``), rowids kept.
     /// - 7: `_ls_kept` holds the parts of other nodes' transactions written under a newer schema that this
     ///   store does not declare yet (``SyncLedger/applyKeptChanges(limits:)``); older builds would ignore them.
-    ///   `_ls_peer_schema` the schema version of the last segment applied from each node.
+    ///   `_ls_peer_schema` the newest schema version each node writes with (segment headers, progress records).
     static let formatVersion: Int64 = 7
     /// The first format whose synced tables are `STRICT`.
     static let strictTablesFormat: Int64 = 6

@@ -34,11 +34,6 @@ extension SyncLedger {
         }
     }
 
-    /// The newest schema version a segment applied here was written under, by any node; nil before any.
-    package func newestPeerSchemaVersion() throws -> Int? {
-        try store.reading { connection in try connection.int64("SELECT max(version) FROM _ls_peer_schema").map(Int.init) }
-    }
-
     /// How many transactions are kept for a newer schema.
     package func keptTransactionCount() throws -> Int {
         try store.reading { connection in Int(try connection.int64("SELECT count(*) FROM _ls_kept") ?? 0) }

@@ -240,8 +240,7 @@ extension Store {
             "INSERT OR REPLACE INTO _ls_segment(node, first_seq, last_seq, checksum) VALUES (?, ?, ?, ?)",
             [origin, .integer(Int64(segment.header.firstSequence)), .integer(Int64(segment.header.lastSequence)),
              .integer(Int64(bitPattern: segment.checksum))])
-        try connection.execute(
-            "INSERT OR REPLACE INTO _ls_peer_schema(node, version) VALUES (?, ?)", [origin, .integer(Int64(segment.header.schemaVersion))])
+        try SegmentImport.notePeerSchema(origin, version: segment.header.schemaVersion, connection: connection)
     }
 
     /// After a batch that ended for an announced writer. One in this process holds the next ticket of the
