@@ -15,7 +15,8 @@ extension Schema {
 
 extension Store {
     /// The synced tables as a projection, to compare with a reference computed by the merge rules; with
-    /// `logNames`, a renamed attribute's column under the name the log gives it (its renamingIdentifier).
+    /// `logNames`, a renamed entity's table and attribute's column under the name the log gives it (its
+    /// renamingIdentifier).
     package func syncedTables(logNames: Bool = false) throws -> Projection {
         var tables: [String: [DatabaseValue: [String: DatabaseValue]]] = [:]
         for entity in schema.entities {
@@ -27,7 +28,7 @@ extension Store {
             for row in try read("SELECT \(selected) FROM \(entity.name)") {
                 table[row[0]] = Dictionary(uniqueKeysWithValues: zip(names, row.dropFirst()))
             }
-            tables[entity.name] = table
+            tables[logNames ? entity.logName : entity.name] = table
         }
         return Projection(tables: tables)
     }

@@ -9,7 +9,8 @@ import LogsyncStore
 ///
 /// - Release 2 adds a column to Folder and to Note, an entity (Tag) and a relationship to it, renames
 ///   Note's `title` to `subject` through its identifier, and deprecates Note's `rank`.
-/// - Release 3 contracts `rank` and adds a column to Tag.
+/// - Release 3 contracts `rank`, adds a column to Tag, and renames the entity Folder `Collection` through its
+///   identifier.
 package enum SchemaFleet {
     package static let version1 = Schema.convergence
 
@@ -31,8 +32,14 @@ package enum SchemaFleet {
         schema.entities[2].attributes.remove(at: 1)
         schema.entities[2].contracted = ["rank"]
         schema.entities[3].attributes.append(Attribute("weight", .integer))
+        schema.entities[0].name = "Collection"
+        schema.entities[0].renamingIdentifier = "Folder"
+        schema.entities[2].relationships[0].destination = "Collection"
         return schema
     }()
+
+    /// The table of folders under `release`.
+    static func folders(_ release: Int) -> String { release == 3 ? "Collection" : "Folder" }
 
     package static let versions = [version1, version2, version3]
 
@@ -41,6 +48,12 @@ package enum SchemaFleet {
     package static func inLogNames(_ schema: Schema) -> Schema {
         var renamed = schema
         for entity in renamed.entities.indices {
+            for relationship in renamed.entities[entity].relationships.indices {
+                let destination = renamed.entities[entity].relationships[relationship].destination
+                renamed.entities[entity].relationships[relationship].destination = schema.entity(named: destination)?.logName ?? destination
+            }
+            renamed.entities[entity].name = renamed.entities[entity].logName
+            renamed.entities[entity].renamingIdentifier = nil
             for attribute in renamed.entities[entity].attributes.indices {
                 renamed.entities[entity].attributes[attribute].name = renamed.entities[entity].attributes[attribute].logName
                 renamed.entities[entity].attributes[attribute].renamingIdentifier = nil
@@ -160,16 +173,20 @@ package enum SchemaFleet {
             if try !store.read("SELECT 1 FROM pragma_table_info('Note') WHERE name = 'rank'").isEmpty {
                 outcome.failures.append("seed \(seed): \(name) still has the contracted column")
             }
+            if try !store.read("SELECT 1 FROM sqlite_master WHERE name = 'Folder'").isEmpty {
+                outcome.failures.append("seed \(seed): \(name) still has the renamed table under its old name")
+            }
         }
         return outcome
     }
 
     /// One random write of an app on `release`: apps on 2 and 3 never write the deprecated `rank`.
     package static func randomWrite(_ store: Store, release: Int, using rng: inout SeededRandom) throws {
+        let folderTable = folders(release)
         if release == 1 || Bool.random(using: &rng) {
-            return try baseWrite(store, title: release == 1 ? "title" : "subject", rank: release == 1, using: &rng)
+            return try baseWrite(store, title: release == 1 ? "title" : "subject", rank: release == 1, folders: folderTable, using: &rng)
         }
-        let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
+        let folders = try store.read("SELECT id FROM \(folderTable)").map { $0[0] }
         let notes = try store.read("SELECT id FROM Note").map { $0[0] }
         let tags = try store.read("SELECT id FROM Tag").map { $0[0] }
         try store.write(author: "release \(release)") { tx in
@@ -181,7 +198,7 @@ package enum SchemaFleet {
             case 1: if let tag = tags.randomElement(using: &rng) { try tx.delete("Tag", key: tag) }
             case 2:
                 if let folder = folders.randomElement(using: &rng) {
-                    try tx.update("Folder", key: folder, ["color": .text("c\(Int.random(in: 0..<3, using: &rng))")])
+                    try tx.update(folderTable, key: folder, ["color": .text("c\(Int.random(in: 0..<3, using: &rng))")])
                 }
             case 3:
                 if let note = notes.randomElement(using: &rng) {
@@ -196,7 +213,7 @@ package enum SchemaFleet {
                     ["id": id(), "subject": .text("r\(release)"), "pinned": 1, "folder": folders.randomElement(using: &rng) ?? .null,
                      "tag": tags.randomElement(using: &rng) ?? .null])
             case 5:
-                try tx.insert("Folder", ["id": id(), "name": .text("r\(release)"), "color": "red"])
+                try tx.insert(folderTable, ["id": id(), "name": .text("r\(release)"), "color": "red"])
             case 6:
                 if release == 3, let tag = tags.randomElement(using: &rng) {
                     try tx.update("Tag", key: tag, ["weight": .integer(Int64.random(in: 0..<5, using: &rng))])
@@ -208,13 +225,13 @@ package enum SchemaFleet {
     }
 
     /// A write of what release 1 declares: folders, labels (unique names), notes; updates and deletes.
-    static func baseWrite(_ store: Store, title: String, rank: Bool, using rng: inout SeededRandom) throws {
-        let folders = try store.read("SELECT id FROM Folder").map { $0[0] }
+    static func baseWrite(_ store: Store, title: String, rank: Bool, folders folderTable: String, using rng: inout SeededRandom) throws {
+        let folders = try store.read("SELECT id FROM \(folderTable)").map { $0[0] }
         let labels = try store.read("SELECT id FROM Label").map { $0[0] }
         let notes = try store.read("SELECT id FROM Note").map { $0[0] }
         try store.write(author: "base") { tx in
             switch Int.random(in: 0..<10, using: &rng) {
-            case 0: try tx.insert("Folder", ["id": id(), "name": .text("f\(Int.random(in: 0..<3, using: &rng))")])
+            case 0: try tx.insert(folderTable, ["id": id(), "name": .text("f\(Int.random(in: 0..<3, using: &rng))")])
             case 1:
                 let name = DatabaseValue.text("l\(Int.random(in: 0..<3, using: &rng))")
                 if try tx.rows("SELECT 1 FROM Label WHERE name = ?", [name]).isEmpty { try tx.insert("Label", ["id": id(), "name": name]) }
@@ -230,7 +247,7 @@ package enum SchemaFleet {
                     try tx.update("Note", key: note, rank ? ["rank": .integer(value)] : [title: .text("t\(value)")])
                 }
             case 8:
-                if let folder = folders.randomElement(using: &rng) { try tx.delete("Folder", key: folder) }
+                if let folder = folders.randomElement(using: &rng) { try tx.delete(folderTable, key: folder) }
             default:
                 if let label = labels.randomElement(using: &rng) { try tx.delete("Label", key: label) }
             }

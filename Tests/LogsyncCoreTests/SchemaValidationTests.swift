@@ -92,6 +92,9 @@ struct SchemaJSONTests {
         for again in [Attribute("x", .text), Attribute("y", .text, renamingIdentifier: "x")] {
             #expect(failure(Schema(version: 3, entities: [Entity("A", attributes: [again], contracted: ["x"])]))?.code == .duplicateName, "\(again)")
         }
+        // A renamed entity's identifier names no other entity in the log.
+        #expect(failure(Schema(version: 2, entities: [Entity("A"), Entity("B", renamingIdentifier: "A")]))?.code == .duplicateName)
+        #expect(failure(Schema(version: 2, entities: [Entity("B", renamingIdentifier: "A")])) == nil)
         // A schema stored before these fields existed decodes with none deprecated or contracted.
         let stored = #"{"entities":[{"attributes":[{"name":"x","optional":true,"preservedOnDelete":false,"type":"text"}],"name":"A","primaryKey":{"name":"id","type":"uuid"},"relationships":[],"uniqueKeys":[]}],"version":1}"#
         let decoded = try JSONDecoder().decode(Schema.self, from: Data(stored.utf8))
@@ -117,7 +120,7 @@ struct SchemaJSONTests {
                 "Ref", attributes: [Attribute("name", .text), Attribute("old", .text, deprecated: true), Attribute("title", .text, renamingIdentifier: "heading")],
                 relationships: [
                     Relationship("kinds", to: "Kinds", deleteRule: .deny), Relationship("other", to: "Ref", deleteRule: .nullify),
-                ], contracted: ["gone", "removed"]),
+                ], contracted: ["gone", "removed"], renamingIdentifier: "Reference"),
         ])
         for schema in [everything, .notes, .convergence] {
             let read = try Schema(json: Data(schema.json.utf8))

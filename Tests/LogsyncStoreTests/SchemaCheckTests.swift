@@ -93,6 +93,40 @@ struct SchemaCheckTests {
         #expect(last.changes.first?.changedColumns == ["text"], "history speaks the store's names: \(last)")
     }
 
+    @Test("an entity renamed with its identifier is safe: the store renames the table in place, rows, history and references kept")
+    func entityRenameWithIdentifier() throws {
+        var new = Self.base
+        new.version = 2
+        new.entities[0].name = "Collection"
+        new.entities[0].renamingIdentifier = "Folder"
+        new.entities[1].relationships[0].destination = "Collection"
+        let check = SchemaCheck(from: Self.base, to: new)
+        #expect(check.isSafe && check.added.isEmpty, "\(check.report)")
+        #expect(check.findings.contains { $0.location == "Folder" && $0.reason.contains("renamed 'Collection'") }, "\(check.report)")
+        let directory = try TemporaryDirectory("check-entity-rename")
+        let path = directory.file("store.sqlite")
+        let folder = DatabaseValue.text(UUID().uuidString.lowercased()), note = DatabaseValue.text(UUID().uuidString.lowercased())
+        try Store(path: path, schema: Self.base).write { tx in
+            try tx.insert("Folder", ["id": folder, "name": "kept"])
+            try tx.insert("Note", ["id": note, "title": "t", "folder": folder])
+        }
+        try ForeignConnection(path: path).execute("CREATE VIEW app_folders AS SELECT name FROM Folder")
+        let renamed = try Store(path: path, schema: new)
+        #expect(try renamed.read("SELECT name FROM Collection") == [[.text("kept")]])
+        #expect(try renamed.read("SELECT name FROM app_folders") == [[.text("kept")]], "the app's view follows the table")
+        #expect(try renamed.read("SELECT 1 FROM sqlite_master WHERE name = 'Folder'").isEmpty)
+        // The cascade still holds under the new name, and history names the entity as it is called now.
+        try renamed.write { try $0.delete("Collection", key: folder) }
+        #expect(try renamed.read("SELECT count(*) FROM Note") == [[.integer(0)]])
+        let history = try renamed.history(after: HistoryToken(0), limit: 10)
+        #expect(Set(history.flatMap { $0.changes.map(\.entity) }) == ["Collection", "Note"], "\(history)")
+        // Without the identifier it is a removal and an addition, which the check names.
+        var unnamed = new
+        unnamed.entities[0].renamingIdentifier = nil
+        let refused = SchemaCheck(from: Self.base, to: unnamed)
+        #expect(refused.findings.first?.advice.contains("renamingIdentifier 'Folder'") == true, "\(refused.report)")
+    }
+
     @Test("renames that take each other's names (a to b and b to c; a swap) migrate with every value in its column")
     func chainedAndSwappedRenames() throws {
         let base = Schema(version: 1, entities: [Entity("Item", attributes: [Attribute("a", .text), Attribute("b", .text), Attribute("x", .text), Attribute("y", .text)])])

@@ -41,7 +41,8 @@ package struct ChangeRules: Sendable {
                 let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
                 columns[relationship.name] = Column(type: type, optional: true)
             }
-            entities[entity.name] = EntityRules(keyType: key.type, columns: columns, contracted: Set(entity.contracted))
+            // Keyed by the entity's name in the log, which a renamed entity's changes carry.
+            entities[entity.logName] = EntityRules(keyType: key.type, columns: columns, contracted: Set(entity.contracted))
         }
         self.entities = entities
     }

@@ -1,6 +1,6 @@
-/// The names columns have in the log, where a release renamed an attribute (``Attribute/renamingIdentifier``):
-/// segments and baselines carry the name the attribute was first declared with, the store and the app
-/// the current one. Translation happens where changes cross between the two — export, the decoding of
+/// The names entities and columns have in the log, where a release renamed one (``Entity/renamingIdentifier``,
+/// ``Attribute/renamingIdentifier``): segments and baselines carry the name it was first declared with,
+/// the store and the app the current one. Translation happens where changes cross between the two — export, the decoding of
 /// segments and baselines — so the merge and the store see only current names. A schema without renames
 /// translates nothing, at the cost of one check per transaction.
 ///
@@ -8,53 +8,70 @@
 /// carries under their names, from releases before the contraction, reaches neither the merge nor the
 /// store, and nothing under them is written again.
 package struct LogNames: Sendable {
-    /// Per entity that renamed an attribute: log name → current name, and current name → log name. A
-    /// contracted name maps to nil in both: the translation drops it.
+    /// Per entity that renamed or contracted an attribute, keyed by the entity's name on the side
+    /// translated from: log name → current name, and current name → log name. A contracted name maps to
+    /// nil in both: the translation drops it.
     private let toCurrent: [String: [String: String?]]
     private let toLog: [String: [String: String?]]
+    /// Renamed entities (``Entity/renamingIdentifier``): log name → current name, and the other way.
+    private let entityToCurrent: [String: String]
+    private let entityToLog: [String: String]
 
     package init(_ schema: Schema) {
         var toCurrent: [String: [String: String?]] = [:], toLog: [String: [String: String?]] = [:]
+        var entityToCurrent: [String: String] = [:], entityToLog: [String: String] = [:]
         for entity in schema.entities {
+            if entity.logName != entity.name {
+                entityToCurrent[entity.logName] = entity.name
+                entityToLog[entity.name] = entity.logName
+            }
             for name in entity.contracted {
-                toCurrent[entity.name, default: [:]][name] = .some(nil)
+                toCurrent[entity.logName, default: [:]][name] = .some(nil)
                 toLog[entity.name, default: [:]][name] = .some(nil)
             }
             for attribute in entity.attributes {
                 guard let identifier = attribute.renamingIdentifier, identifier != attribute.name else { continue }
-                toCurrent[entity.name, default: [:]][identifier] = attribute.name
+                toCurrent[entity.logName, default: [:]][identifier] = attribute.name
                 toLog[entity.name, default: [:]][attribute.name] = identifier
             }
         }
         self.toCurrent = toCurrent
         self.toLog = toLog
+        self.entityToCurrent = entityToCurrent
+        self.entityToLog = entityToLog
     }
 
+    /// The entity `logName` names in this schema's current names.
+    package func currentEntity(_ logName: String) -> String { entityToCurrent[logName] ?? logName }
+
     /// `transaction` with the log's names replaced by this schema's current ones.
-    package func current(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toCurrent) }
+    package func current(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toCurrent, entityToCurrent) }
 
     /// `transaction` with this schema's current names replaced by the log's.
-    package func log(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toLog) }
+    package func log(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toLog, entityToLog) }
 
     /// A baseline's row with the log's names replaced by this schema's current ones.
-    package func current(_ row: BaselineRow) -> BaselineRow { translate(row, toCurrent) }
+    package func current(_ row: BaselineRow) -> BaselineRow { translate(row, toCurrent, entityToCurrent) }
 
     /// A row of this store with its current names replaced by the log's, for a baseline.
-    package func log(_ row: BaselineRow) -> BaselineRow { translate(row, toLog) }
+    package func log(_ row: BaselineRow) -> BaselineRow { translate(row, toLog, entityToLog) }
 
-    private func translate(_ row: BaselineRow, _ table: [String: [String: String?]]) -> BaselineRow {
-        guard let names = table[row.key.entity] else { return row }
+    private func translate(_ row: BaselineRow, _ table: [String: [String: String?]], _ entities: [String: String]) -> BaselineRow {
         var translated = row
-        translated.state.columns = Self.renamed(row.state.columns, names)
+        if let names = table[row.key.entity] { translated.state.columns = Self.renamed(row.state.columns, names) }
+        if let entity = entities[row.key.entity] { translated.key.entity = entity }
         return translated
     }
 
-    private func translate(_ transaction: LogTransaction, _ table: [String: [String: String?]]) -> LogTransaction {
-        guard !table.isEmpty else { return transaction }
+    private func translate(
+        _ transaction: LogTransaction, _ table: [String: [String: String?]], _ entities: [String: String]
+    ) -> LogTransaction {
+        guard !table.isEmpty || !entities.isEmpty else { return transaction }
         var translated = transaction
         for index in translated.changes.indices {
-            guard let names = table[translated.changes[index].entity] else { continue }
-            translated.changes[index].values = Self.renamed(translated.changes[index].values, names)
+            let entity = translated.changes[index].entity
+            if let names = table[entity] { translated.changes[index].values = Self.renamed(translated.changes[index].values, names) }
+            if let renamed = entities[entity] { translated.changes[index].entity = renamed }
         }
         return translated
     }

@@ -25,6 +25,11 @@ public struct Schema: Sendable, Hashable, Codable {
     public func entity(named name: String) -> Entity? {
         entities.first { $0.name == name }
     }
+
+    /// The entity whose changes travel in the log under `logName` (``Entity/logName``).
+    public func entity(logName: String) -> Entity? {
+        entities.first { $0.logName == logName }
+    }
 }
 
 /// A synced table.
@@ -42,6 +47,10 @@ public struct Entity: Sendable, Hashable, Codable {
     /// segments and baselines of any release are ignored. A contracted name is never declared again
     /// (`docs/schema-evolution.md`, "Removing an attribute").
     public var contracted: [String]
+    /// The name the entity was first declared with, when a later release renamed it (as Core Data's
+    /// `renamingIdentifier`): its changes travel in the log under this name, so that nodes on releases
+    /// before and after the rename write into one table. It stays the same through every later rename.
+    public var renamingIdentifier: String?
 
     public init(
         _ name: String,
@@ -49,7 +58,8 @@ public struct Entity: Sendable, Hashable, Codable {
         attributes: [Attribute] = [],
         relationships: [Relationship] = [],
         uniqueKeys: [[String]] = [],
-        contracted: [String] = []
+        contracted: [String] = [],
+        renamingIdentifier: String? = nil
     ) {
         self.name = name
         self.primaryKey = primaryKey
@@ -57,9 +67,13 @@ public struct Entity: Sendable, Hashable, Codable {
         self.relationships = relationships
         self.uniqueKeys = uniqueKeys
         self.contracted = contracted
+        self.renamingIdentifier = renamingIdentifier
     }
 
-    private enum CodingKeys: String, CodingKey { case name, primaryKey, attributes, relationships, uniqueKeys, contracted }
+    /// The name changes to this entity's rows carry in segments and baselines.
+    public var logName: String { renamingIdentifier ?? name }
+
+    private enum CodingKeys: String, CodingKey { case name, primaryKey, attributes, relationships, uniqueKeys, contracted, renamingIdentifier }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -69,6 +83,7 @@ public struct Entity: Sendable, Hashable, Codable {
         relationships = try container.decode([Relationship].self, forKey: .relationships)
         uniqueKeys = try container.decode([[String]].self, forKey: .uniqueKeys)
         contracted = try container.decodeIfPresent([String].self, forKey: .contracted) ?? []
+        renamingIdentifier = try container.decodeIfPresent(String.self, forKey: .renamingIdentifier)
     }
 
     /// Written only when there is something to say, so that a store registered before these fields existed
@@ -81,6 +96,7 @@ public struct Entity: Sendable, Hashable, Codable {
         try container.encode(relationships, forKey: .relationships)
         try container.encode(uniqueKeys, forKey: .uniqueKeys)
         if !contracted.isEmpty { try container.encode(contracted, forKey: .contracted) }
+        try container.encodeIfPresent(renamingIdentifier, forKey: .renamingIdentifier)
     }
 
     /// The names of the non-key columns in declaration order: attributes first, then relationships.

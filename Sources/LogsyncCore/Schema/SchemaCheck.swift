@@ -56,19 +56,25 @@ package struct SchemaCheck: Sendable {
         func removeAttribute(_ attribute: Attribute) -> String {
             "Remove it in two releases: keep it declared with deprecated: true (contexts stop showing it, nodes on older releases keep it), then list '\(attribute.logName)' in the entity's contracted once every active node runs the deprecating release"
         }
-        for entity in old.entities where new.entity(named: entity.name) == nil {
+        // Entities are the same when their names in the log are (a rename keeps the log's name).
+        for entity in old.entities where new.entity(logName: entity.logName) == nil {
             if let renamed = Self.renamedEntity(entity, in: new, old: old) {
                 refuse(
-                    entity.name, "entity '\(entity.name)' was removed, and '\(renamed)' is new with the same key and columns: if it is the new name, this is a rename",
-                    "Renames are not supported yet: add '\(renamed)' in one release and have the app copy into it, keeping '\(entity.name)'")
+                    entity.name, "entity '\(entity.name)' was removed, and '\(renamed)' is new with the same key and columns: if it is the new name, this is a rename without its identifier",
+                    "Declare '\(renamed)' with renamingIdentifier '\(entity.logName)': its changes keep travelling under that name, and nodes before and after the rename write into one table")
             } else {
                 refuse(entity.name, "entity '\(entity.name)' was removed", keep)
             }
         }
         for entity in new.entities {
-            guard let before = old.entity(named: entity.name) else {
+            guard let before = old.entity(logName: entity.logName) else {
                 added.append(entity.name)
                 continue
+            }
+            if before.name != entity.name {
+                note(
+                    before.name, "entity '\(before.name)' is renamed '\(entity.name)'",
+                    "Its changes keep the log's name '\(entity.logName)': nodes on either release write into the same table")
             }
             if entity.primaryKey != before.primaryKey {
                 refuse(
@@ -141,7 +147,8 @@ package struct SchemaCheck: Sendable {
                     refuse(location, "relationship '\(relationship.name)' was removed", keep)
                     continue
                 }
-                if current.destination != relationship.destination {
+                // A destination that was renamed is the same entity.
+                if new.entity(named: current.destination)?.logName != old.entity(named: relationship.destination)?.logName {
                     refuse(
                         location, "relationship '\(relationship.name)' now points to '\(current.destination)' instead of '\(relationship.destination)'",
                         "Add a new relationship to '\(current.destination)' and keep '\(relationship.name)'")
@@ -187,7 +194,7 @@ package struct SchemaCheck: Sendable {
     /// A new entity with exactly the removed one's key and columns: most likely the same one renamed.
     private static func renamedEntity(_ entity: Entity, in new: Schema, old: Schema) -> String? {
         let candidates = new.entities.filter {
-            old.entity(named: $0.name) == nil && $0.primaryKey == entity.primaryKey && Set($0.columnNames) == Set(entity.columnNames)
+            old.entity(logName: $0.logName) == nil && $0.primaryKey == entity.primaryKey && Set($0.columnNames) == Set(entity.columnNames)
         }
         return candidates.count == 1 ? candidates[0].name : nil
     }

@@ -78,6 +78,7 @@ extension Schema {
             if !entity.contracted.isEmpty {
                 members.append(member("contracted", "[" + entity.contracted.map(string).joined(separator: ", ") + "]"))
             }
+            if let identifier = entity.renamingIdentifier { members.append(member("renamingIdentifier", string(identifier))) }
             return "  {" + members.joined(separator: ", ") + "}"
         }
         return "{\"version\": \(version), \"entities\": [\n" + entities.joined(separator: ",\n") + "\n]}\n"
@@ -164,7 +165,9 @@ extension Schema {
         }
         let uniqueKeys = object["uniqueKeys"] as? [[String]] ?? []
         let contracted = object["contracted"] as? [String] ?? []
-        return Entity(name, primaryKey: key, attributes: attributes, relationships: relationships, uniqueKeys: uniqueKeys, contracted: contracted)
+        return Entity(
+            name, primaryKey: key, attributes: attributes, relationships: relationships, uniqueKeys: uniqueKeys, contracted: contracted,
+            renamingIdentifier: object["renamingIdentifier"] as? String)
     }
 
     private static func type(_ value: Any?, at location: String) throws(SchemaError) -> AttributeType {

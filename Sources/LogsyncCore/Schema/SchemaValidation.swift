@@ -13,6 +13,14 @@ extension Schema {
             guard entityNames.insert(entity.name.lowercased()).inserted else {
                 throw SchemaError(.duplicateName, at: entity.name, "entity '\(entity.name)' is declared twice")
             }
+            if let identifier = entity.renamingIdentifier { try Self.checkIdentifier(identifier, at: entity.name, what: "renamingIdentifier") }
+        }
+        // Names in the log: a renamed entity's identifier must name no other entity there.
+        var logNames = Set<String>()
+        for entity in entities where !logNames.insert(entity.logName.lowercased()).inserted {
+            throw SchemaError(
+                .duplicateName, at: entity.name,
+                "'\(entity.logName)' names two entities in the log: a renamingIdentifier must be a name no other entity has")
         }
         for entity in entities {
             try validate(entity)

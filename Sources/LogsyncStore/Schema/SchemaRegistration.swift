@@ -202,13 +202,44 @@ struct SchemaRegistration {
         if let stored, let refusal = SchemaCheck(from: stored, to: schema).findings.first(where: { $0.severity == .unsafe && !$0.onlyForFleets }) {
             throw notAdditive(refusal.location, "\(refusal.reason); \(refusal.advice)")
         }
+        try renameTables(from: stored)
         for entity in schema.entities {
-            if let old = stored?.entity(named: entity.name) {
+            // The same entity is the one with the same name in the log: a rename keeps it.
+            if var old = stored?.entity(logName: entity.logName) {
+                old.name = entity.name
                 try extend(entity, from: old)
             } else {
                 try create(entity)
             }
         }
+    }
+
+    /// Renames the tables of entities the schema renamed (``Entity/renamingIdentifier``), and their
+    /// `_ls_entity` rows, which keep their ids: history, row states and references stay theirs. Through
+    /// temporary names, so that renames that take each other's names never meet a name in use; logsync's
+    /// triggers and views, which name the tables, are dropped first and installed again after. SQLite
+    /// rewrites the app's own views and triggers that name a renamed table.
+    private func renameTables(from stored: Schema?) throws {
+        let renamed = schema.entities.compactMap { entity -> (from: String, to: String)? in
+            guard let old = stored?.entity(logName: entity.logName), old.name != entity.name else { return nil }
+            return (old.name, entity.name)
+        }
+        guard !renamed.isEmpty else { return }
+        try dropGenerated()
+        func renameTable(_ from: String, _ to: String) throws {
+            do {
+                try connection.execute("ALTER TABLE \(SchemaSQL.quote(from)) RENAME TO \(SchemaSQL.quote(to))")
+            } catch {
+                throw StoreError(
+                    .schema,
+                    "the schema renames entity '\(from)' to '\(to)', but the table cannot be renamed (\(error.message)); a table of that name "
+                        + "that logsync does not manage, or a view of the app's own, may be in the way; nothing was changed",
+                    path: connection.path, cause: error)
+            }
+            try connection.execute("UPDATE _ls_entity SET name = ? WHERE name = ?", [.text(to), .text(from)])
+        }
+        for (index, rename) in renamed.enumerated() { try renameTable(rename.from, "_ls_renaming_table_\(index)") }
+        for (index, rename) in renamed.enumerated() { try renameTable("_ls_renaming_table_\(index)", rename.to) }
     }
 
     private func create(_ entity: Entity) throws {
