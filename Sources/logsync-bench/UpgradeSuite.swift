@@ -103,6 +103,7 @@ struct UpgradeSuite: ParsableCommand, BenchmarkSuite {
     static func importRound(rows: Int, writer schema: Schema) throws -> Double {
         try withTemporaryDirectory { directory in
             let folder = directory.file("folder")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             let configuration = SyncConfiguration(account: "bench")
             let writer = try Store(path: directory.file("writer.sqlite"), schema: schema)
             var written = 0
