@@ -43,6 +43,7 @@ BASELINES = {
     "soak_cpu_growth": "the soak's first quarter",
     "pushes_vs_pgbench": "pgbench one-row inserts, as many clients, the same database",
     "upgrade_vs_open": "opening the same store under its own schema",
+    "mixed_import_vs_same": "a version-1 node importing a version-1 writer's rows",
 }
 # The metrics of the current table, in order: the design brief's goals, and the figures they rest on.
 TABLE = [
@@ -52,7 +53,7 @@ TABLE = [
     ("stall", ["writer_stall_ms", "writer_stall_vs_idle"]),
     ("rebuild", ["rebuild_1m_s", "rebuild_peak_rss_mb", "rebuild_vs_plain"]),
     ("bootstrap", ["bootstrap_1m_s", "bootstrap_peak_rss_mb", "bootstrap_vs_plain", "bootstrap_vs_replay"]),
-    ("upgrade", ["upgrade_1m_ms", "upgrade_vs_open"]),
+    ("upgrade", ["upgrade_1m_ms", "upgrade_vs_open", "mixed_import_vs_same"]),
     ("scale", ["arrival_cpu_100k_vs_1k", "dir_p50_ms_100k", "soak_cpu_growth"]),
     ("relay", ["pushes_per_s", "longpoll_p99_ms", "relay_p50_ms", "relay_p99_ms"]),
     ("relay-postgres", ["pushes_per_s", "pushes_vs_pgbench", "relay_cpu_us_per_push", "longpoll_p99_ms", "cross_relay_wake_p50_ms",
