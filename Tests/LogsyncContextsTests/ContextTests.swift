@@ -294,5 +294,13 @@ struct ContextTests {
         #expect { try container.viewContext.insert(Note(title: "x", body: "y")) } throws: { error in
             (error as? ContextError)?.message.contains("deprecates") == true
         }
+        // A fetched object is deleted with no conflict: the hidden column's value is no change the context missed.
+        let other = container.newBackgroundContext()
+        other.mergePolicy = .storeWins
+        let fetched = try #require(try other.object(ReleaseTwoNote.self, id: id))
+        try other.delete(fetched)
+        try other.save()
+        #expect(other.conflicts.isEmpty, "\(other.conflicts)")
+        #expect(try container.store.read("SELECT count(*) FROM Note WHERE id = ?", [.text(id.uuidString.lowercased())]) == [[.integer(0)]])
     }
 }

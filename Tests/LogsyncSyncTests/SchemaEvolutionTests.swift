@@ -266,9 +266,35 @@ struct SchemaEvolutionTests {
         _ = try cluster.engine(watcher).sync()
         #expect(try watcher.sync.peerCursors().first?.schemaVersion == 2)
         #expect(try watcher.sync.newestPeerSchemaVersion() == 2)
-        // A version only goes up: a segment of the old version applied again says nothing of what the peer runs now.
-        try watcher.sync.notePeerSchemaVersions([NodeID(upgraded.nodeID): 1])
+        // A progress record is the peer's latest word: a bogus version a broken build published is corrected by the next.
+        try watcher.sync.notePeerSchemaVersions([NodeID(upgraded.nodeID): 999])
+        #expect(try watcher.sync.newestPeerSchemaVersion() == 999)
+        try watcher.sync.notePeerSchemaVersions([NodeID(upgraded.nodeID): 2])
         #expect(try watcher.sync.newestPeerSchemaVersion() == 2)
+    }
+
+    @Test("a store that renamed an entity writes baselines in the log's names and in the log's order")
+    func baselineAfterEntityRename() throws {
+        // Label renamed Zlabel: in current names it sorts after Note, in the log's before it.
+        var renamed = Self.version1
+        renamed.version = 2
+        renamed.entities[1].name = "Zlabel"
+        renamed.entities[1].renamingIdentifier = "Label"
+        renamed.entities[2].relationships[1].destination = "Zlabel"
+        let cluster = try SyncCluster("baseline-rename")
+        let store = try Store(path: cluster.storePath("renamed"), schema: renamed)
+        try store.write { tx in
+            try tx.insert("Zlabel", ["id": SyncCluster.id(), "name": "l"])
+            try tx.insert("Note", ["id": SyncCluster.id(), "title": "n"])
+        }
+        _ = try cluster.engine(store).sync()
+        var bytes: [UInt8] = []
+        _ = try store.sync.writeBaseline(account: "default") { bytes += $0 }
+        var chunks = [bytes]
+        let decoder = try BaselineDecoder { chunks.popLast() }
+        var entities: [String] = []
+        while let row = try decoder.next() { entities.append(row.key.entity) }
+        #expect(entities == ["Label", "Note"])
     }
 
     @Test("an attribute deprecated in v2 and contracted in v3: kept and synced while deprecated, then its column, bits and registers go; older segments still apply")

@@ -41,7 +41,7 @@ extension Context {
                 for id in changed {
                     let columns = try model.columns(of: id.entity)
                     let key = columns.keyValue(id.id)
-                    let stored = try transaction.row(id.entity, key: key)
+                    let stored = try transaction.row(id.entity, key: key).map(columns.visible)
                     if let conflict = tracking.reconcile(id, storeRow: stored, policy: policy) { conflicts.append(conflict) }
                     if tracking.deleted.contains(id) {
                         try transaction.delete(id.entity, key: key)
@@ -53,7 +53,8 @@ extension Context {
                 }
                 // What the app now holds is what was saved (defaults and delete rules included).
                 for id in changed {
-                    tracking.seen[id] = try transaction.row(id.entity, key: try model.columns(of: id.entity).keyValue(id.id))
+                    let columns = try model.columns(of: id.entity)
+                    tracking.seen[id] = try transaction.row(id.entity, key: columns.keyValue(id.id)).map(columns.visible)
                 }
             }.token
         } catch {

@@ -37,6 +37,10 @@ struct EntityColumns: Sendable {
         entity.attributes.filter { !$0.deprecated }.map(\.name) + entity.relationships.map(\.name)
     }
 
+    /// `row` with only the columns apps see: a row read from the store holds deprecated columns too, which
+    /// must not count as changes against what a context saw.
+    func visible(_ row: Row) -> Row { row.filter { types[$0.key] != nil } }
+
     func type(of column: String) throws(ContextError) -> AttributeType {
         guard let type = types[column] else {
             throw ContextError(

@@ -35,7 +35,7 @@ extension RelayAPI {
                 "the progress record names account \(RelayNames.quoted(record.account)), node \(record.node); the route says account \(RelayNames.quoted(account)), node \(node)")
         }
         try await storage.putProgress(ProgressPut(account: account, node: node, bytes: bytes, defaultQuotaBytes: settings.defaultQuotaBytes))
-        if let version = record.schemaVersion { schemaVersions.record(account: account, node: node.rawValue, version: version) }
+        if let version = record.schemaVersion { schemaVersions.record(account: account, node: node.rawValue, version: version, fromProgress: true) }
         metrics.add("relay_progress_records_total")
         return Response(status: Self.status(RelayStatus.done))
     }

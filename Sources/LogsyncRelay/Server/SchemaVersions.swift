@@ -10,12 +10,13 @@ final class SchemaVersions: Sendable {
 
     private let state = Mutex<(versions: [String: [String: Int]], nodes: Int, dropped: Int)>(([:], 0, 0))
 
-    /// Notes that `node` of `account` pushed a segment written under `version`, or a progress record that
-    /// says it runs it. A node's version only goes up: a segment pushed again says nothing of what it runs.
-    func record(account: String, node: String, version: Int) {
+    /// Notes that `node` of `account` pushed a segment written under `version` (`fromProgress` false: it only
+    /// raises the node's version, since a segment pushed again says nothing of what the node runs now), or a
+    /// progress record that says it runs `version` (its latest word on itself: it sets it).
+    func record(account: String, node: String, version: Int, fromProgress: Bool = false) {
         state.withLock { state in
             if let known = state.versions[account]?[node] {
-                if known < version { state.versions[account]![node] = version }
+                if fromProgress ? known != version : known < version { state.versions[account]![node] = version }
                 return
             }
             guard state.nodes < Self.maximumNodes else {

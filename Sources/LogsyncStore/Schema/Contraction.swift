@@ -67,8 +67,11 @@ struct Contraction {
                 "SELECT id, cl, state FROM \(table) WHERE \(condition) AND id > ? ORDER BY id LIMIT 4096", [.integer(last)])
             guard !rows.isEmpty else { return }
             for row in rows {
-                guard case .integer(let id) = row[0], case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else { continue }
+                guard case .integer(let id) = row[0] else { continue }
                 last = id
+                guard case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else {
+                    throw RowStateCoding.corrupt("the state of row \(id) in \(table) is not a causal length and a blob")
+                }
                 let state = try RowStateCoding.decode(bytes, causalLength: UInt64(max(cl, 0)), info: before, nodes: nodes)
                 try RowStateCoding.encode(state, info: after, nodes: &nodes, connection: connection, into: &encoded)
                 try update.run([.blob(encoded), .integer(id)])

@@ -82,7 +82,8 @@ struct BaselineWriter {
         let header = BaselineHeader(schemaVersion: store.schema.version, account: account, frontier: frontier)
         let encoder = try BaselineEncoder(header: header)
         var sinceEmit = 0
-        for info in store.catalog.byName.values.sorted(by: { $0.entity.name < $1.entity.name }) {
+        // In the order of the names rows carry in the baseline, the log's: a renamed entity keeps its first name.
+        for info in store.catalog.byName.values.sorted(by: { $0.entity.logName < $1.entity.logName }) {
             try forEachState(of: info, connection: connection, nodes: nodes) { key, state in
                 try encoder.append(store.changeRules.names.log(BaselineRow(key: RowKey(info.entity.name, key), state: state)))
                 sinceEmit += 1
