@@ -450,14 +450,16 @@ public final class SyncEngine: Sendable {
             // this node's app registers that schema (`docs/schema-evolution.md`).
             let newer = header.schemaVersion > context.rules.schemaVersion
             var transactions: [LogTransaction] = []
-            var kept: [Int: LogTransaction] = [:]
+            var kept: [Int: SegmentImport.KeptPart] = [:]
             // Checked in the log's names, merged in the store's (a renamed attribute: `LogNames`).
             let names = context.rules.names
             while let transaction = try decoder.next() {
                 if newer {
                     let (understood, remainder, problem) = context.rules.split(transaction)
                     if let problem { return refuse("its changes to what this node's schema declares do not fit it: \(problem)") }
-                    if let remainder { kept[transactions.count] = remainder }
+                    if let remainder {
+                        kept[transactions.count] = try SegmentImport.KeptPart(remainder, of: header, limits: context.configuration.limits)
+                    }
                     transactions.append(names.current(understood))
                     continue
                 }

@@ -134,14 +134,12 @@ extension SyncLedger {
 }
 
 extension Store {
-    /// Inside an import's sync transaction: keeps `kept`, the part of `transaction` this schema does
+    /// Inside an import's sync transaction: keeps `kept`, the part of a transaction this schema does
     /// not declare, from the segment `header` describes. Idempotent: a transaction is kept once.
-    func keep(_ kept: LogTransaction, of header: SegmentHeader, state: inout WriterState, limits: SegmentLimits) throws {
-        let segment = try SegmentEncoder.encode(
-            schemaVersion: header.schemaVersion, account: header.account, node: header.node, transactions: [kept], limits: limits)
+    func keep(_ kept: SegmentImport.KeptPart, of header: SegmentHeader, state: inout WriterState) throws {
         try state.connection.execute(
             "INSERT OR IGNORE INTO _ls_kept(node, seq, schema_version, looked_at, segment) VALUES (?, ?, ?, ?, ?)",
             [.text(header.node.rawValue), try Self.sequenceValue(kept.sequence), .integer(Int64(header.schemaVersion)),
-             .integer(Int64(schema.version)), .blob(segment)])
+             .integer(Int64(schema.version)), .blob(kept.segment)])
     }
 }

@@ -25,13 +25,29 @@ package struct SegmentImport: Sendable {
     /// For a segment written under a newer schema: by index in ``transactions``, the part of each
     /// transaction that this store's schema does not declare (``ChangeRules/split(_:)``), kept with the
     /// cursor's advance until the app registers that schema (``SyncLedger/applyKeptChanges(limits:)``).
-    package var kept: [Int: LogTransaction]
+    package var kept: [Int: KeptPart]
 
-    package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, kept: [Int: LogTransaction] = [:]) {
+    package init(header: SegmentHeader, transactions: [LogTransaction], checksum: UInt64, kept: [Int: KeptPart] = [:]) {
         self.header = header
         self.transactions = transactions
         self.checksum = checksum
         self.kept = kept
+    }
+
+    /// A kept part, encoded as the one-transaction segment `_ls_kept` stores, where it was split: on the
+    /// thread that decodes segments, not the writer's (it took a third of a v1 node's import of a v2
+    /// writer's rows, `logsync-bench upgrade`).
+    package struct KeptPart: Sendable {
+        package let sequence: UInt64
+        package let changeCount: Int
+        package let segment: [UInt8]
+
+        package init(_ kept: LogTransaction, of header: SegmentHeader, limits: SegmentLimits) throws(SegmentError) {
+            sequence = kept.sequence
+            changeCount = kept.changes.count
+            segment = try SegmentEncoder.encode(
+                schemaVersion: header.schemaVersion, account: header.account, node: header.node, transactions: [kept], limits: limits)
+        }
     }
 }
 
@@ -196,7 +212,7 @@ extension Store {
             let fresh = segment.fresh.flatMap { $0.matches(state.nodes) ? $0.rows : nil }
             for (index, transaction) in segment.transactions.enumerated() where transaction.sequence > cursor {
                 // Kept parts count as changes: a batch of changes this schema does not declare is still bounded.
-                let size = transaction.changes.count + (segment.kept[index]?.changes.count ?? 0)
+                let size = transaction.changes.count + (segment.kept[index]?.changeCount ?? 0)
                 if changes > 0, let reason = batchEnd(run.batching, changes: changes, adding: size, deadline: deadline) {
                     end = reason
                     break
@@ -204,7 +220,7 @@ extension Store {
                 if !transaction.changes.isEmpty {
                     _ = try applyRemote(transaction, from: run.origin, state: &state, fresh: fresh?[index])
                 }
-                if let kept = segment.kept[index] { try keep(kept, of: segment.header, state: &state, limits: run.limits) }
+                if let kept = segment.kept[index] { try keep(kept, of: segment.header, state: &state) }
                 changes += size
                 run.appliedOfCurrent += 1
                 cursor = transaction.sequence
