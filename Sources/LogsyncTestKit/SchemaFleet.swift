@@ -9,8 +9,8 @@ import LogsyncStore
 ///
 /// - Release 2 adds a column to Folder and to Note, an entity (Tag) and a relationship to it, renames
 ///   Note's `title` to `subject` through its identifier, and deprecates Note's `rank`.
-/// - Release 3 contracts `rank`, adds a column to Tag, and renames the entity Folder `Collection` through its
-///   identifier.
+/// - Release 3 contracts `rank`, adds a column to Tag, renames the entity Folder `Collection` through its
+///   identifier, and converts Note's `pinned` (bool) in place into `priority` (integer).
 package enum SchemaFleet {
     package static let version1 = Schema.convergence
 
@@ -35,8 +35,29 @@ package enum SchemaFleet {
         schema.entities[0].name = "Collection"
         schema.entities[0].renamingIdentifier = "Folder"
         schema.entities[2].relationships[0].destination = "Collection"
+        let pinned = schema.entities[2].attributes.firstIndex { $0.name == "pinned" }!
+        schema.entities[2].attributes[pinned] = Attribute("priority", .integer, convertedFrom: Conversion(from: "pinned", .bool))
         return schema
     }()
+
+    /// How the reference merge reads the log for `schema`: release 3 as ``asReleaseThreeReads(_:)``, the
+    /// others as it is.
+    package static func reading(for schema: Schema) -> (LogTransaction) -> LogTransaction {
+        if schema.version >= 3 { return asReleaseThreeReads }
+        return { $0 }
+    }
+
+    /// A transaction from the log as release 3 reads it, for the reference merge: what release 2 wrote to
+    /// `pinned` is `priority` (bool to integer keeps the value), at the same clock, unless the change sets
+    /// `priority` itself. Written apart from `LogNames`, which it checks.
+    package static func asReleaseThreeReads(_ transaction: LogTransaction) -> LogTransaction {
+        var converted = transaction
+        for index in converted.changes.indices where converted.changes[index].entity == "Note" {
+            guard let value = converted.changes[index].values.removeValue(forKey: "pinned") else { continue }
+            if converted.changes[index].values["priority"] == nil { converted.changes[index].values["priority"] = value }
+        }
+        return converted
+    }
 
     /// The table of folders under `release`.
     static func folders(_ release: Int) -> String { release == 3 ? "Collection" : "Folder" }
@@ -170,8 +191,8 @@ package enum SchemaFleet {
             if try store.sync.keptTransactionCount() != 0 { outcome.failures.append("seed \(seed): \(name) still keeps parts") }
             if try store.syncedTables(logNames: true) != expected { outcome.failures.append("seed \(seed): \(name) differs from the reference") }
             if try store.syncedTables() != first { outcome.failures.append("seed \(seed): \(name) differs from a") }
-            if try !store.read("SELECT 1 FROM pragma_table_info('Note') WHERE name = 'rank'").isEmpty {
-                outcome.failures.append("seed \(seed): \(name) still has the contracted column")
+            if try !store.read("SELECT 1 FROM pragma_table_info('Note') WHERE name IN ('rank', 'pinned')").isEmpty {
+                outcome.failures.append("seed \(seed): \(name) still has a contracted or converted column")
             }
             if try !store.read("SELECT 1 FROM sqlite_master WHERE name = 'Folder'").isEmpty {
                 outcome.failures.append("seed \(seed): \(name) still has the renamed table under its old name")
@@ -189,6 +210,7 @@ package enum SchemaFleet {
         let folders = try store.read("SELECT id FROM \(folderTable)").map { $0[0] }
         let notes = try store.read("SELECT id FROM Note").map { $0[0] }
         let tags = try store.read("SELECT id FROM Tag").map { $0[0] }
+        let pin = release == 3 ? "priority" : "pinned"
         try store.write(author: "release \(release)") { tx in
             switch Int.random(in: 0..<8, using: &rng) {
             case 0:
@@ -204,13 +226,13 @@ package enum SchemaFleet {
                 if let note = notes.randomElement(using: &rng) {
                     try tx.update(
                         "Note", key: note,
-                        ["pinned": .integer(Int64.random(in: 0...1, using: &rng)), "tag": tags.randomElement(using: &rng) ?? .null,
+                        [pin: .integer(Int64.random(in: 0...(release == 3 ? 3 : 1), using: &rng)), "tag": tags.randomElement(using: &rng) ?? .null,
                          "subject": .text("s\(Int.random(in: 0..<3, using: &rng))")])
                 }
             case 4:
                 try tx.insert(
                     "Note",
-                    ["id": id(), "subject": .text("r\(release)"), "pinned": 1, "folder": folders.randomElement(using: &rng) ?? .null,
+                    ["id": id(), "subject": .text("r\(release)"), pin: 1, "folder": folders.randomElement(using: &rng) ?? .null,
                      "tag": tags.randomElement(using: &rng) ?? .null])
             case 5:
                 try tx.insert(folderTable, ["id": id(), "name": .text("r\(release)"), "color": "red"])
@@ -219,7 +241,7 @@ package enum SchemaFleet {
                     try tx.update("Tag", key: tag, ["weight": .integer(Int64.random(in: 0..<5, using: &rng))])
                 }
             default:
-                if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, ["pinned": 0]) }
+                if let note = notes.randomElement(using: &rng) { try tx.update("Note", key: note, [pin: 0]) }
             }
         }
     }

@@ -92,6 +92,12 @@ struct SchemaJSONTests {
         for again in [Attribute("x", .text), Attribute("y", .text, renamingIdentifier: "x")] {
             #expect(failure(Schema(version: 3, entities: [Entity("A", attributes: [again], contracted: ["x"])]))?.code == .duplicateName, "\(again)")
         }
+        // Conversions: between types that convert, from a column the schema no longer declares.
+        let converting = Attribute("score", .real, convertedFrom: Conversion(from: "rank", .integer))
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [converting])])) == nil)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [Attribute("n", .integer, convertedFrom: Conversion(from: "t", .text))])]))?.code == .invalidConversion)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [converting, Attribute("rank", .integer)])]))?.code == .duplicateName)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [Attribute("s", .real, optional: false, convertedFrom: Conversion(from: "rank", .integer))])]))?.code == .invalidConversion)
         // A renamed entity's identifier names no other entity in the log.
         #expect(failure(Schema(version: 2, entities: [Entity("A"), Entity("B", renamingIdentifier: "A")]))?.code == .duplicateName)
         #expect(failure(Schema(version: 2, entities: [Entity("B", renamingIdentifier: "A")])) == nil)
@@ -117,7 +123,10 @@ struct SchemaJSONTests {
                 ],
                 uniqueKeys: [["label"], ["a_integer", "a_text"]]),
             Entity(
-                "Ref", attributes: [Attribute("name", .text), Attribute("old", .text, deprecated: true), Attribute("title", .text, renamingIdentifier: "heading")],
+                "Ref", attributes: [
+                    Attribute("name", .text), Attribute("old", .text, deprecated: true), Attribute("title", .text, renamingIdentifier: "heading"),
+                    Attribute("score", .real, convertedFrom: Conversion(from: "rank", .integer)),
+                ],
                 relationships: [
                     Relationship("kinds", to: "Kinds", deleteRule: .deny), Relationship("other", to: "Ref", deleteRule: .nullify),
                 ], contracted: ["gone", "removed"], renamingIdentifier: "Reference"),
@@ -126,5 +135,32 @@ struct SchemaJSONTests {
             let read = try Schema(json: Data(schema.json.utf8))
             #expect(read == schema, "\(schema.json)")
         }
+    }
+
+    @Test("a converted attribute: changes and baseline registers of the source become the new attribute's, converted, at their clock; the later register wins")
+    func conversionsOnTheWayIn() {
+        let schema = Schema(version: 2, entities: [
+            Entity("Note", attributes: [Attribute("score", .real, convertedFrom: Conversion(from: "rank", .integer))]),
+        ])
+        let names = LogNames(schema)
+        let change = LogChange(entity: "Note", primaryKey: .text("k"), kind: .update, causalLength: 1, values: ["rank": .integer(3)])
+        let converted = names.current(LogTransaction(sequence: 1, timestamp: HLCTimestamp(rawValue: 1), author: nil, contextName: nil, changes: [change]))
+        #expect(converted.changes[0].values == ["score": .real(3)])
+        var both = change
+        both.values["score"] = .real(9)
+        let own = names.current(LogTransaction(sequence: 2, timestamp: HLCTimestamp(rawValue: 2), author: nil, contextName: nil, changes: [both]))
+        #expect(own.changes[0].values == ["score": .real(9)], "a change that sets the new attribute keeps its value")
+        let node = NodeID("n")
+        func clock(_ time: UInt64) -> Clock { Clock(HLCTimestamp(rawValue: time), node) }
+        let older = BaselineRow(key: RowKey("Note", .text("k")), state: RowState(causalLength: 1, columns: [
+            "rank": Register(.integer(4), clock(5)), "score": Register(.real(1), clock(3)),
+        ]))
+        #expect(names.current(older).state.columns == ["score": Register(.real(4), clock(5))])
+        var newer = older
+        newer.state.columns["score"] = Register(.real(1), clock(7))
+        #expect(names.current(newer).state.columns == ["score": Register(.real(1), clock(7))])
+        #expect(TypeConversion.convert(.text("E621E1F8-C36C-495A-93FC-0C247A3E6E5F"), from: .uuid, to: .uuidBlob) != .null)
+        #expect(TypeConversion.convert(.integer(7), from: .integer, to: .bool) == .integer(1))
+        #expect(TypeConversion.convert(.real(0.5), from: .real, to: .text) == .text("0.5"))
     }
 }

@@ -83,7 +83,7 @@ import Testing
         var state = MergeState()
         for name in try reader.refresh(excluding: NodeID(UUID().uuidString.lowercased())).appeared {
             var decoder = try SegmentDecoder(bytes: try reader.read(name, maximumBytes: 64 << 20))
-            while let transaction = try decoder.next() { state.apply(transaction, from: name.node) }
+            while let transaction = try decoder.next() { state.apply(SchemaFleet.reading(for: schema)(transaction), from: name.node) }
         }
         return state.project(schema)
     }

@@ -239,7 +239,7 @@ struct SchemaEvolutionTests {
                     let report = try engines[name]!.sync()
                     return (report.keptForSchema.count, report.appliedKept)
                 },
-                reference: { try cluster.reference(schema: $0) })
+                reference: { try cluster.reference(schema: $0, reading: SchemaFleet.reading(for: $0)) })
             total.add(try SchemaFleet.run(seed: seed, driver))
             engines = [:]
         }
@@ -297,6 +297,49 @@ struct SchemaEvolutionTests {
         #expect(entities == ["Label", "Note"])
     }
 
+    @Test("a type changed in place: rank (integer) becomes score (real); old nodes' writes convert on arrival, a store converts its own, unexported ones included, and all converge")
+    func typeConvertedInPlace() throws {
+        var converting = Self.version1
+        converting.version = 2
+        converting.entities[2].attributes[1] = Attribute("score", .real, convertedFrom: Conversion(from: "rank", .integer))
+        let check = SchemaCheck(from: Self.version1, to: converting)
+        #expect(check.isSafe && check.findings.contains { $0.location == "Note.rank" && $0.reason.contains("converted in place") }, "\(check.report)")
+
+        let cluster = try SyncCluster("convert")
+        var old: Store? = try cluster.store("old")
+        var upgrading: Store? = try cluster.store("upgrading")
+        let first = SyncCluster.id(), second = SyncCluster.id()
+        try old!.write { try $0.insert("Note", ["id": first, "title": "a", "rank": 3]) }
+        _ = try cluster.engine(old!).sync()
+        _ = try cluster.engine(upgrading!).sync()
+        // A write to rank not yet exported when the app upgrades: it goes out as a write to score.
+        try upgrading!.write { try $0.update("Note", key: first, ["rank": 4]) }
+        upgrading = nil
+        let converted = try Store(path: cluster.storePath("upgrading"), schema: converting)
+        #expect(try converted.read("SELECT name FROM pragma_table_info('Note') WHERE name IN ('rank', 'score')") == [[.text("score")]])
+        #expect(try converted.read("SELECT score FROM Note") == [[.real(4)]])
+        let convertedEngine = try cluster.engine(converted)
+        _ = try convertedEngine.sync()
+        // A node still on release 1 writes rank: it arrives as score.
+        try old!.write { try $0.insert("Note", ["id": second, "title": "b", "rank": 5]) }
+        _ = try cluster.engine(old!).sync()
+        let round = try convertedEngine.sync()
+        #expect(round.rejected.isEmpty && round.refused.isEmpty, "\(round)")
+        #expect(try converted.read("SELECT id, score FROM Note ORDER BY title") == [[first, .real(4)], [second, .real(5)]])
+        // A fresh node of release 2 that replays every segment ends the same.
+        let fresh = try Store(path: cluster.storePath("fresh"), schema: converting)
+        _ = try cluster.engine(fresh).sync()
+        #expect(try fresh.syncedTables() == converted.syncedTables())
+        // The old node keeps score, which it does not declare, and merges it after its own upgrade.
+        _ = try cluster.engine(old!).sync()
+        #expect(try old!.read("SELECT rank FROM Note WHERE id = ?", [first]) == [[.integer(3)]])
+        old = nil
+        let upgraded = try Store(path: cluster.storePath("old"), schema: converting)
+        _ = try cluster.engine(upgraded).sync()
+        #expect(try upgraded.syncedTables() == converted.syncedTables())
+        #expect(try upgraded.read("SELECT score FROM Note WHERE id = ?", [first]) == [[.real(4)]])
+    }
+
     @Test("an attribute deprecated in v2 and contracted in v3: kept and synced while deprecated, then its column, bits and registers go; older segments still apply")
     func deprecateThenContract() throws {
         let cluster = try SyncCluster("contract")
@@ -338,7 +381,7 @@ struct SchemaEvolutionTests {
         #expect(!round.applied.isEmpty && round.rejected.isEmpty && round.refused.isEmpty, "\(round)")
         #expect(try contracted.read("SELECT subject FROM Note WHERE id = ?", [note]) == [[.text("later v1")]])
         // Its own writes go out without rank, and release 1 reads them.
-        try contracted.write { try $0.update("Note", key: other, ["subject": "from v3", "pinned": 1]) }
+        try contracted.write { try $0.update("Note", key: other, ["subject": "from v3", "priority": 1]) }
         _ = try engine.sync()
         _ = try oldEngine.sync()
         #expect(try old.read("SELECT title, rank FROM Note WHERE id = ?", [other]) == [[.text("from v3"), .integer(2)]])
@@ -347,7 +390,9 @@ struct SchemaEvolutionTests {
         let freshRound = try cluster.engine(fresh).sync()
         #expect(!freshRound.applied.isEmpty && freshRound.rejected.isEmpty && freshRound.refused.isEmpty, "\(freshRound)")
         #expect(try fresh.syncedTables() == contracted.syncedTables())
-        #expect(try contracted.syncedTables(logNames: true) == cluster.reference(schema: SchemaFleet.inLogNames(SchemaFleet.version3)))
+        #expect(
+            try contracted.syncedTables(logNames: true)
+                == cluster.reference(schema: SchemaFleet.inLogNames(SchemaFleet.version3), reading: SchemaFleet.asReleaseThreeReads))
         // Baselines of the contracted store carry no rank.
         var bytes: [UInt8] = []
         _ = try contracted.sync.writeBaseline(account: "default") { bytes += $0 }

@@ -39,7 +39,9 @@ final class SyncCluster {
     }
 
     /// The reference: every segment file in the shared folder decoded and merged, projected on `schema`.
-    func reference(folder: String? = nil, schema: Schema = SyncCluster.schema) throws -> Projection {
+    func reference(
+        folder: String? = nil, schema: Schema = SyncCluster.schema, reading: (LogTransaction) -> LogTransaction = { $0 }
+    ) throws -> Projection {
         var state = MergeState()
         let account = (folder ?? shared) + "/default"
         for node in try FileManager.default.contentsOfDirectory(atPath: account) where SegmentName.isNodeFolderName(node) {
@@ -47,7 +49,7 @@ final class SyncCluster {
                 guard SegmentName.parse(fileName: file, node: NodeID(node)) != nil else { continue }
                 let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: account + "/" + node + "/" + file)))
                 var decoder = try SegmentDecoder(bytes: bytes)
-                while let transaction = try decoder.next() { state.apply(transaction, from: NodeID(node)) }
+                while let transaction = try decoder.next() { state.apply(reading(transaction), from: NodeID(node)) }
             }
         }
         return state.project(schema)

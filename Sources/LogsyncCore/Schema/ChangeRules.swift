@@ -36,7 +36,11 @@ package struct ChangeRules: Sendable {
         for entity in schema.entities {
             guard let key = entity.primaryKey else { continue }
             var columns: [String: Column] = [:]
-            for attribute in entity.attributes { columns[attribute.logName] = Column(type: attribute.type, optional: attribute.optional) }
+            for attribute in entity.attributes {
+                columns[attribute.logName] = Column(type: attribute.type, optional: attribute.optional)
+                // What earlier releases write to the attribute it replaces, checked as they declared it.
+                if let conversion = attribute.convertedFrom { columns[conversion.attribute] = Column(type: conversion.type, optional: true) }
+            }
             for relationship in entity.relationships {
                 let type = schema.entity(named: relationship.destination)?.primaryKey?.type ?? .uuid
                 columns[relationship.name] = Column(type: type, optional: true)

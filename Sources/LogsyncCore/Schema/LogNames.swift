@@ -16,11 +16,20 @@ package struct LogNames: Sendable {
     /// Renamed entities (``Entity/renamingIdentifier``): log name → current name, and the other way.
     private let entityToCurrent: [String: String]
     private let entityToLog: [String: String]
+    /// Per entity's log name, attributes converted in place (``Attribute/convertedFrom``): what the log
+    /// carries under the source's name becomes the attribute's value, converted, on the way in.
+    private let conversions: [String: [(source: String, target: String, from: AttributeType, to: AttributeType)]]
 
     package init(_ schema: Schema) {
         var toCurrent: [String: [String: String?]] = [:], toLog: [String: [String: String?]] = [:]
         var entityToCurrent: [String: String] = [:], entityToLog: [String: String] = [:]
+        var conversions: [String: [(source: String, target: String, from: AttributeType, to: AttributeType)]] = [:]
         for entity in schema.entities {
+            for attribute in entity.attributes {
+                guard let conversion = attribute.convertedFrom else { continue }
+                // The target in the log's names too: the translation that follows renames it.
+                conversions[entity.logName, default: []].append((conversion.attribute, attribute.logName, conversion.type, attribute.type))
+            }
             if entity.logName != entity.name {
                 entityToCurrent[entity.logName] = entity.name
                 entityToLog[entity.name] = entity.logName
@@ -39,19 +48,46 @@ package struct LogNames: Sendable {
         self.toLog = toLog
         self.entityToCurrent = entityToCurrent
         self.entityToLog = entityToLog
+        self.conversions = conversions
     }
 
     /// The entity `logName` names in this schema's current names.
     package func currentEntity(_ logName: String) -> String { entityToCurrent[logName] ?? logName }
 
-    /// `transaction` with the log's names replaced by this schema's current ones.
-    package func current(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toCurrent, entityToCurrent) }
+    /// `transaction` with the log's names replaced by this schema's current ones, and values of converted
+    /// attributes converted.
+    package func current(_ transaction: LogTransaction) -> LogTransaction {
+        guard !conversions.isEmpty else { return translate(transaction, toCurrent, entityToCurrent) }
+        var converted = transaction
+        for index in converted.changes.indices {
+            guard let entity = conversions[converted.changes[index].entity] else { continue }
+            for conversion in entity {
+                // A change that sets the new attribute itself (no node writes both) keeps its own value.
+                guard let value = converted.changes[index].values.removeValue(forKey: conversion.source) else { continue }
+                if converted.changes[index].values[conversion.target] == nil {
+                    converted.changes[index].values[conversion.target] = TypeConversion.convert(value, from: conversion.from, to: conversion.to)
+                }
+            }
+        }
+        return translate(converted, toCurrent, entityToCurrent)
+    }
 
     /// `transaction` with this schema's current names replaced by the log's.
     package func log(_ transaction: LogTransaction) -> LogTransaction { translate(transaction, toLog, entityToLog) }
 
-    /// A baseline's row with the log's names replaced by this schema's current ones.
-    package func current(_ row: BaselineRow) -> BaselineRow { translate(row, toCurrent, entityToCurrent) }
+    /// A baseline's row with the log's names replaced by this schema's current ones, and the registers of
+    /// converted attributes converted (the later of the two registers wins, as in the merge).
+    package func current(_ row: BaselineRow) -> BaselineRow {
+        guard let entity = conversions[row.key.entity] else { return translate(row, toCurrent, entityToCurrent) }
+        var converted = row
+        for conversion in entity {
+            guard let register = converted.state.columns.removeValue(forKey: conversion.source) else { continue }
+            if let own = converted.state.columns[conversion.target], own.clock >= register.clock { continue }
+            converted.state.columns[conversion.target] = Register(
+                TypeConversion.convert(register.value, from: conversion.from, to: conversion.to), register.clock)
+        }
+        return translate(converted, toCurrent, entityToCurrent)
+    }
 
     /// A row of this store with its current names replaced by the log's, for a baseline.
     package func log(_ row: BaselineRow) -> BaselineRow { translate(row, toLog, entityToLog) }

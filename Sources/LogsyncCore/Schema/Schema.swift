@@ -135,6 +135,10 @@ public struct Attribute: Sendable, Hashable, Codable {
     /// earlier releases keep reading and writing it, but contexts neither show nor write it. It must be
     /// optional or have a default, since rows this release inserts leave it out.
     public var deprecated: Bool
+    /// The attribute this one replaces in place, with a new type (`docs/schema-evolution.md`, "Changing a
+    /// type"): a store converts its values when it registers this schema, and changes that nodes on earlier
+    /// releases write to it are converted into this one, at their clock, wherever they come from.
+    public var convertedFrom: Conversion?
 
     public init(
         _ name: String,
@@ -143,7 +147,8 @@ public struct Attribute: Sendable, Hashable, Codable {
         default defaultValue: DefaultValue? = nil,
         preservedOnDelete: Bool = false,
         renamingIdentifier: String? = nil,
-        deprecated: Bool = false
+        deprecated: Bool = false,
+        convertedFrom: Conversion? = nil
     ) {
         self.name = name
         self.type = type
@@ -152,9 +157,12 @@ public struct Attribute: Sendable, Hashable, Codable {
         self.preservedOnDelete = preservedOnDelete
         self.renamingIdentifier = renamingIdentifier
         self.deprecated = deprecated
+        self.convertedFrom = convertedFrom
     }
 
-    private enum CodingKeys: String, CodingKey { case name, type, optional, defaultValue, preservedOnDelete, renamingIdentifier, deprecated }
+    private enum CodingKeys: String, CodingKey {
+        case name, type, optional, defaultValue, preservedOnDelete, renamingIdentifier, deprecated, convertedFrom
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -165,6 +173,7 @@ public struct Attribute: Sendable, Hashable, Codable {
         preservedOnDelete = try container.decode(Bool.self, forKey: .preservedOnDelete)
         renamingIdentifier = try container.decodeIfPresent(String.self, forKey: .renamingIdentifier)
         deprecated = try container.decodeIfPresent(Bool.self, forKey: .deprecated) ?? false
+        convertedFrom = try container.decodeIfPresent(Conversion.self, forKey: .convertedFrom)
     }
 
     /// As the synthesized form, with `deprecated` only when set: stores registered before it existed
@@ -178,10 +187,23 @@ public struct Attribute: Sendable, Hashable, Codable {
         try container.encode(preservedOnDelete, forKey: .preservedOnDelete)
         try container.encodeIfPresent(renamingIdentifier, forKey: .renamingIdentifier)
         if deprecated { try container.encode(deprecated, forKey: .deprecated) }
+        try container.encodeIfPresent(convertedFrom, forKey: .convertedFrom)
     }
 
     /// The name changes to this attribute carry in segments and baselines.
     public var logName: String { renamingIdentifier ?? name }
+}
+
+/// What an attribute declared with ``Attribute/convertedFrom`` replaces: the attribute of the same entity
+/// with this name in the log (``Attribute/logName``), and the type it had.
+public struct Conversion: Sendable, Hashable, Codable {
+    public var attribute: String
+    public var type: AttributeType
+
+    public init(from attribute: String, _ type: AttributeType) {
+        self.attribute = attribute
+        self.type = type
+    }
 }
 
 /// A literal default for an attribute, as it appears in the table definition.

@@ -91,6 +91,18 @@ package struct SchemaCheck: Sendable {
             }
             for attribute in before.attributes {
                 let location = "\(entity.name).\(attribute.name)"
+                if let converted = entity.attributes.first(where: { $0.convertedFrom?.attribute == attribute.logName }) {
+                    if converted.convertedFrom?.type != attribute.type {
+                        refuse(
+                            location, "'\(converted.name)' converts from '\(attribute.name)' as \(converted.convertedFrom!.type.rawValue), but it is \(attribute.type.rawValue)",
+                            "Declare convertedFrom with type \(attribute.type.rawValue)")
+                    } else {
+                        note(
+                            location, "'\(attribute.name)' is converted in place into '\(converted.name)' (\(attribute.type.rawValue) to \(converted.type.rawValue))",
+                            "Stores convert its values when they open; what nodes on version \(old.version) write to it is converted on arrival; they keep what this release writes to '\(converted.name)' until they upgrade")
+                    }
+                    continue
+                }
                 if entity.contracted.contains(attribute.logName) {
                     if attribute.deprecated {
                         note(
@@ -128,7 +140,7 @@ package struct SchemaCheck: Sendable {
                 if current.type != attribute.type {
                     refuse(
                         location, "the type of '\(attribute.name)' changed from \(attribute.type.rawValue) to \(current.type.rawValue)",
-                        "Add a new attribute of type \(current.type.rawValue) in one release and have the app fill it from '\(attribute.name)'; deprecate '\(attribute.name)' in that release or a later one, and contract it once every active node runs the deprecating release")
+                        "Declare the new type under a new name that converts from it in place: Attribute(\"\(attribute.name)_\(current.type.rawValue)\", .\(current.type.rawValue), convertedFrom: Conversion(from: \"\(attribute.logName)\", .\(attribute.type.rawValue))), if logsync converts \(attribute.type.rawValue) to \(current.type.rawValue); otherwise add a new attribute, have the app fill it, deprecate '\(attribute.name)' and contract it later")
                 }
                 if current.optional != attribute.optional {
                     refuse(

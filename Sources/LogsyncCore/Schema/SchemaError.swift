@@ -19,6 +19,8 @@ public struct SchemaError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let versionConflict = Code(name: "versionConflict")
         /// A deprecated attribute that rows inserted without it could not hold, or that a unique key names.
         public static let invalidDeprecation = Code(name: "invalidDeprecation")
+        /// A conversion between types that cannot convert, or from a column the schema still declares.
+        public static let invalidConversion = Code(name: "invalidConversion")
     }
 
     public var code: Code

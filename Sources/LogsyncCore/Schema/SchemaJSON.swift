@@ -65,6 +65,9 @@ extension Schema {
                 if attribute.preservedOnDelete { parts.append(member("preservedOnDelete", "true")) }
                 if let identifier = attribute.renamingIdentifier { parts.append(member("renamingIdentifier", string(identifier))) }
                 if attribute.deprecated { parts.append(member("deprecated", "true")) }
+                if let conversion = attribute.convertedFrom {
+                    parts.append(member("convertedFrom", "{\(member("attribute", string(conversion.attribute))), \(member("type", string(conversion.type.rawValue)))}"))
+                }
                 return "{" + parts.joined(separator: ", ") + "}"
             }
             if !attributes.isEmpty { members.append(member("attributes", "[" + attributes.joined(separator: ", ") + "]")) }
@@ -140,13 +143,20 @@ extension Schema {
                 }
             default: throw SchemaError(.invalidDefault, at: location, "'default' must be a string or a number")
             }
+            var conversion: Conversion?
+            if let object = attributeObject["convertedFrom"] {
+                guard let object = object as? [String: Any], let source = object["attribute"] as? String else {
+                    throw SchemaError(.malformed, at: location, "'convertedFrom' must be an object with 'attribute' and 'type'")
+                }
+                conversion = Conversion(from: source, try type(object["type"], at: "\(location).convertedFrom"))
+            }
             attributes.append(
                 Attribute(
                     attributeName, try type(attributeObject["type"], at: location),
                     optional: attributeObject["optional"] as? Bool ?? true, default: defaultValue,
                     preservedOnDelete: attributeObject["preservedOnDelete"] as? Bool ?? false,
                     renamingIdentifier: attributeObject["renamingIdentifier"] as? String,
-                    deprecated: attributeObject["deprecated"] as? Bool ?? false))
+                    deprecated: attributeObject["deprecated"] as? Bool ?? false, convertedFrom: conversion))
         }
         var relationships: [Relationship] = []
         for relationshipObject in object["relationships"] as? [[String: Any]] ?? [] {

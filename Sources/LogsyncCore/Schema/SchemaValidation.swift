@@ -82,15 +82,33 @@ extension Schema {
                     "deprecated attribute '\(attribute.name)' is required and has no default, but rows inserted by an app that no longer uses it leave it out")
             }
         }
-        // A contracted attribute's changes are ignored wherever they come from: its name in the log can
-        // name no column again, or a node would drop what another writes.
-        for name in entity.contracted {
-            let location = "\(entity.name).contracted"
+        var sources = Set<String>()
+        for attribute in entity.attributes {
+            guard let conversion = attribute.convertedFrom else { continue }
+            let location = "\(entity.name).\(attribute.name)"
+            try Self.checkIdentifier(conversion.attribute, at: location, what: "convertedFrom attribute")
+            guard TypeConversion.isSupported(from: conversion.type, to: attribute.type) else {
+                throw SchemaError(
+                    .invalidConversion, at: location,
+                    "'\(attribute.name)' converts from \(conversion.type.rawValue) to \(attribute.type.rawValue), which logsync cannot convert; add a new attribute and have the app fill it instead")
+            }
+            guard attribute.optional || attribute.defaultValue != nil else {
+                throw SchemaError(
+                    .invalidConversion, at: location, "'\(attribute.name)' converts from '\(conversion.attribute)', so it must be optional or have a default")
+            }
+            guard sources.insert(conversion.attribute.lowercased()).inserted else {
+                throw SchemaError(.invalidConversion, at: location, "two attributes convert from '\(conversion.attribute)'")
+            }
+        }
+        // A contracted or converted attribute's changes are dropped or converted wherever they come from:
+        // its name in the log can name no column again, or a node would mistake what another writes.
+        for name in entity.contracted + entity.attributes.compactMap(\.convertedFrom?.attribute) {
+            let location = "\(entity.name).\(name)"
             try Self.checkIdentifier(name, at: location, what: "contracted attribute")
             guard !logNames.contains(name.lowercased()), !columns.contains(name.lowercased()) else {
                 throw SchemaError(
                     .duplicateName, at: location,
-                    "'\(name)' is contracted in '\(entity.name)' and declared again: a contracted attribute's name is never used again, since nodes drop what the log carries under it")
+                    "'\(name)' is contracted or converted in '\(entity.name)' and declared again: such a name is never used again, since nodes drop or convert what the log carries under it")
             }
         }
         guard entity.columnNames.count <= Self.maximumColumnsPerEntity else {

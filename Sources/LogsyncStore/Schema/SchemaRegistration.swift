@@ -305,6 +305,31 @@ struct SchemaRegistration {
         }
         try connection.execute(
             "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(columns)), .text(entity.name)])
+        try convert(entity, from: old, added: added, columns: columns)
+    }
+
+    /// Attributes converted in place (``Attribute/convertedFrom``): the new columns, just added, take the
+    /// sources' values and registers, converted (``TypeChange``), and the sources are contracted.
+    private func convert(_ entity: Entity, from old: Entity, added: [String], columns: [String]) throws {
+        let conversions = entity.attributes.compactMap { attribute -> (source: Attribute, target: Attribute)? in
+            guard let conversion = attribute.convertedFrom, added.contains(attribute.name),
+                let source = old.attributes.first(where: { $0.logName == conversion.attribute })
+            else { return nil }
+            return (source, attribute)
+        }
+        guard !conversions.isEmpty else { return }
+        try dropGenerated()
+        guard let id = try connection.int64("SELECT id FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
+            throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
+        }
+        var both = entity
+        both.attributes += conversions.map(\.source)
+        let info = Catalog(schema: Schema(version: 1, entities: [both]), registered: [(id, entity.name, columns)]).byID[id]!
+        try TypeChange(connection: connection, entityID: id, info: info, conversions: conversions).run()
+        let remaining = try Contraction(connection: connection, entityID: id, entity: both, columns: columns)
+            .run(removing: conversions.map(\.source.name))
+        try connection.execute(
+            "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(remaining)), .text(entity.name)])
     }
 
     /// `entity`'s columns in bit order, as `_ls_entity` registers them.

@@ -1,0 +1,92 @@
+import LogsyncCore
+import LogsyncSQLite
+
+/// Converts attributes in place (``Attribute/convertedFrom``) for one entity, inside the registration's
+/// transaction, after the new columns were added and before the sources are contracted
+/// (`docs/schema-evolution.md`, "Changing a type"):
+///
+/// - each row state's register of the source gets a converted register of the new attribute at the same
+///   clock, as every node derives from the same changes (``LogNames``);
+/// - the table's new column gets the converted value of the old one in every row that has a register of
+///   it, or history not yet exported (whose latest value the table holds, and which a fold merges later);
+///   other rows keep the new column's default, as a node that never saw a value of the source would;
+/// - history's masks gain the new column's bit wherever the source's is set, so that this node's last
+///   writes to the source, not yet exported, go out as writes to the new attribute.
+struct TypeChange {
+    let connection: Connection
+    let entityID: Int64
+    /// The entity with both the new attributes and their sources, and its columns in bit order.
+    let info: Catalog.EntityInfo
+    let conversions: [(source: Attribute, target: Attribute)]
+
+    func run() throws {
+        let exported = try connection.int64("SELECT value FROM _ls_meta WHERE key = 'export_token'") ?? 0
+        var unexported = Set<DatabaseValue>()
+        for row in try connection.rows(
+            "SELECT DISTINCT pk FROM _ls_log WHERE entity = ? AND kind IN (1, 2, 3) AND seq > ?", [.integer(entityID), .integer(exported)])
+        {
+            unexported.insert(row[0])
+        }
+        for (source, target) in conversions {
+            var withSource = Set<DatabaseValue>()
+            try convertStates(in: "_ls_row", where: "entity = \(entityID)", source: source, target: target, keys: &withSource)
+            try convertStates(in: "_ls_live", where: SchemaSQL.liveRange(entity: String(entityID)), source: source, target: target, keys: &withSource)
+            try convertValues(source: source, target: target, rows: withSource.union(unexported))
+            guard let sourceBit = info.bit(of: source.name), let targetBit = info.bit(of: target.name) else { continue }
+            try connection.execute(
+                "UPDATE _ls_log SET cols = cols | (1 << ?1) WHERE entity = ?3 AND cols IS NOT NULL AND (cols & (1 << ?2)) != 0",
+                [.integer(Int64(targetBit)), .integer(Int64(sourceBit)), .integer(entityID)])
+        }
+    }
+
+    private func converted(_ value: DatabaseValue, _ source: Attribute, _ target: Attribute) -> DatabaseValue {
+        TypeConversion.convert(value, from: source.type, to: target.type)
+    }
+
+    /// Adds the converted register to every state of `table` matching `condition` that has a register of
+    /// `source`, a bounded batch at a time; collects their keys.
+    private func convertStates(
+        in table: String, where condition: String, source: Attribute, target: Attribute, keys: inout Set<DatabaseValue>
+    ) throws {
+        var nodes = try NodeTable(connection: connection)
+        let update = try connection.prepare("UPDATE \(table) SET state = ? WHERE id = ?")
+        var last = Int64.min
+        var encoded: [UInt8] = []
+        while true {
+            let rows = try connection.rows(
+                "SELECT id, cl, state, pk FROM \(table) WHERE \(condition) AND id > ? ORDER BY id LIMIT 4096", [.integer(last)])
+            guard !rows.isEmpty else { return }
+            for row in rows {
+                guard case .integer(let id) = row[0] else { continue }
+                last = id
+                guard case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else {
+                    throw RowStateCoding.corrupt("the state of row \(id) in \(table) is not a causal length and a blob")
+                }
+                var state = try RowStateCoding.decode(bytes, causalLength: UInt64(max(cl, 0)), info: info, nodes: nodes)
+                guard let register = state.columns[source.name] else { continue }
+                state.columns[target.name] = Register(converted(register.value, source, target), register.clock)
+                try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &encoded)
+                try update.run([.blob(encoded), .integer(id)])
+                keys.insert(row[3])
+            }
+        }
+    }
+
+    /// Sets the new column from the old one, converted, in the rows whose keys are `rows`.
+    private func convertValues(source: Attribute, target: Attribute, rows: Set<DatabaseValue>) throws {
+        guard !rows.isEmpty else { return }
+        let table = SchemaSQL.quote(info.entity.name), key = SchemaSQL.quote(info.primaryKey.name)
+        let update = try connection.prepare("UPDATE \(table) SET \(SchemaSQL.quote(target.name)) = ? WHERE \(key) = ?")
+        var last: DatabaseValue?
+        while true {
+            let page = try connection.rows(
+                "SELECT \(key), \(SchemaSQL.quote(source.name)) FROM \(table)\(last == nil ? "" : " WHERE \(key) > ?") ORDER BY \(key) LIMIT 4096",
+                last.map { [$0] } ?? [])
+            guard let final = page.last else { return }
+            for row in page where rows.contains(row[0]) {
+                try update.run([converted(row[1], source, target), row[0]])
+            }
+            last = final[0]
+        }
+    }
+}
