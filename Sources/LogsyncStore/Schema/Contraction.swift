@@ -45,37 +45,12 @@ struct Contraction {
         var kept = entity
         kept.attributes.removeAll { removed.contains($0.name) }
         let after = info(kept, remaining)
-        try rewriteStates(in: "_ls_row", where: "entity = \(entityID)", from: before, to: after)
-        try rewriteStates(in: "_ls_live", where: SchemaSQL.liveRange(entity: String(entityID)), from: before, to: after)
+        try StateRewrite(connection: connection, entityID: entityID).run(from: before, to: after) { _, _ in true }
         return remaining
     }
 
     private func info(_ entity: Entity, _ columns: [String]) -> Catalog.EntityInfo {
         let catalog = Catalog(schema: Schema(version: 1, entities: [entity]), registered: [(entityID, entity.name, columns)])
         return catalog.byID[entityID]!
-    }
-
-    /// Every state of `table` matching `condition`, decoded as `before` encodes it and encoded as `after`,
-    /// a bounded batch at a time.
-    private func rewriteStates(in table: String, where condition: String, from before: Catalog.EntityInfo, to after: Catalog.EntityInfo) throws {
-        var nodes = try NodeTable(connection: connection)
-        let update = try connection.prepare("UPDATE \(table) SET state = ? WHERE id = ?")
-        var last = Int64.min
-        var encoded: [UInt8] = []
-        while true {
-            let rows = try connection.rows(
-                "SELECT id, cl, state FROM \(table) WHERE \(condition) AND id > ? ORDER BY id LIMIT 4096", [.integer(last)])
-            guard !rows.isEmpty else { return }
-            for row in rows {
-                guard case .integer(let id) = row[0] else { continue }
-                last = id
-                guard case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else {
-                    throw RowStateCoding.corrupt("the state of row \(id) in \(table) is not a causal length and a blob")
-                }
-                let state = try RowStateCoding.decode(bytes, causalLength: UInt64(max(cl, 0)), info: before, nodes: nodes)
-                try RowStateCoding.encode(state, info: after, nodes: &nodes, connection: connection, into: &encoded)
-                try update.run([.blob(encoded), .integer(id)])
-            }
-        }
     }
 }

@@ -29,8 +29,12 @@ struct TypeChange {
         }
         for (source, target) in conversions {
             var withSource = Set<DatabaseValue>()
-            try convertStates(in: "_ls_row", where: "entity = \(entityID)", source: source, target: target, keys: &withSource)
-            try convertStates(in: "_ls_live", where: SchemaSQL.liveRange(entity: String(entityID)), source: source, target: target, keys: &withSource)
+            try StateRewrite(connection: connection, entityID: entityID).run(from: info, to: info) { state, key in
+                guard let register = state.columns[source.name] else { return false }
+                state.columns[target.name] = Register(converted(register.value, source, target), register.clock)
+                withSource.insert(key)
+                return true
+            }
             try convertValues(source: source, target: target, rows: withSource.union(unexported))
             guard let sourceBit = info.bit(of: source.name), let targetBit = info.bit(of: target.name) else { continue }
             try connection.execute(
@@ -41,35 +45,6 @@ struct TypeChange {
 
     private func converted(_ value: DatabaseValue, _ source: Attribute, _ target: Attribute) -> DatabaseValue {
         TypeConversion.convert(value, from: source.type, to: target.type)
-    }
-
-    /// Adds the converted register to every state of `table` matching `condition` that has a register of
-    /// `source`, a bounded batch at a time; collects their keys.
-    private func convertStates(
-        in table: String, where condition: String, source: Attribute, target: Attribute, keys: inout Set<DatabaseValue>
-    ) throws {
-        var nodes = try NodeTable(connection: connection)
-        let update = try connection.prepare("UPDATE \(table) SET state = ? WHERE id = ?")
-        var last = Int64.min
-        var encoded: [UInt8] = []
-        while true {
-            let rows = try connection.rows(
-                "SELECT id, cl, state, pk FROM \(table) WHERE \(condition) AND id > ? ORDER BY id LIMIT 4096", [.integer(last)])
-            guard !rows.isEmpty else { return }
-            for row in rows {
-                guard case .integer(let id) = row[0] else { continue }
-                last = id
-                guard case .integer(let cl) = row[1], case .blob(let bytes) = row[2] else {
-                    throw RowStateCoding.corrupt("the state of row \(id) in \(table) is not a causal length and a blob")
-                }
-                var state = try RowStateCoding.decode(bytes, causalLength: UInt64(max(cl, 0)), info: info, nodes: nodes)
-                guard let register = state.columns[source.name] else { continue }
-                state.columns[target.name] = Register(converted(register.value, source, target), register.clock)
-                try RowStateCoding.encode(state, info: info, nodes: &nodes, connection: connection, into: &encoded)
-                try update.run([.blob(encoded), .integer(id)])
-                keys.insert(row[3])
-            }
-        }
     }
 
     /// Sets the new column from the old one, converted, in the rows whose keys are `rows`.
