@@ -98,6 +98,8 @@ struct SchemaJSONTests {
         #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [Attribute("n", .integer, convertedFrom: Conversion(from: "t", .text))])]))?.code == .invalidConversion)
         #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [converting, Attribute("rank", .integer)])]))?.code == .duplicateName)
         #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [Attribute("s", .real, optional: false, convertedFrom: Conversion(from: "rank", .integer))])]))?.code == .invalidConversion)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [converting], contracted: ["rank"])]))?.code == .invalidConversion)
+        #expect(failure(Schema(version: 2, entities: [Entity("A", attributes: [converting], uniqueKeys: [["score"]])]))?.code == .invalidConversion)
         // A renamed entity's identifier names no other entity in the log.
         #expect(failure(Schema(version: 2, entities: [Entity("A"), Entity("B", renamingIdentifier: "A")]))?.code == .duplicateName)
         #expect(failure(Schema(version: 2, entities: [Entity("B", renamingIdentifier: "A")])) == nil)

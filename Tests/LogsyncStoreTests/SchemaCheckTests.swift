@@ -196,6 +196,52 @@ struct SchemaCheckTests {
         #expect(throws: StoreError.self) { try Store(path: path, schema: forgotten) }
     }
 
+    @Test("a conversion is declared where it replaces its source, and kept as it is; what would lose its changes is refused")
+    func conversionRules() throws {
+        var converting = Self.base
+        converting.version = 2
+        converting.entities[0].attributes[1] = Attribute("score", .real, convertedFrom: Conversion(from: "rank", .integer))
+        #expect(SchemaCheck(from: Self.base, to: converting).isSafe, "\(SchemaCheck(from: Self.base, to: converting).report)")
+        func refused(_ from: Schema, _ to: Schema, at location: String, saying words: String) {
+            let check = SchemaCheck(from: from, to: to)
+            let finding = check.findings.first { $0.severity == .unsafe }
+            #expect(finding?.location == location && finding?.reason.contains(words) == true, "\(check.report)")
+        }
+        var dropped = converting
+        dropped.version = 3
+        dropped.entities[0].attributes[1].convertedFrom = nil
+        refused(converting, dropped, at: "Folder.score", saying: "changed or was dropped")
+        var retyped = converting
+        retyped.version = 3
+        retyped.entities[0].attributes[1].convertedFrom = Conversion(from: "rank", .bool)
+        refused(converting, retyped, at: "Folder.score", saying: "changed or was dropped")
+        var late = Self.base
+        late.version = 2
+        late.entities[0].attributes[1] = Attribute("rank", .integer, optional: false, default: 0, convertedFrom: Conversion(from: "level", .bool))
+        refused(Self.base, late, at: "Folder.rank", saying: "already exists")
+        var unknown = Self.base
+        unknown.version = 2
+        unknown.entities[1].attributes.append(Attribute("size", .real, convertedFrom: Conversion(from: "length", .integer)))
+        refused(Self.base, unknown, at: "Note.size", saying: "does not declare")
+        var reused = converting
+        reused.entities[0].attributes.append(Attribute("rank", .text))
+        #expect(throws: SchemaError.self, "a converted name is never declared again") { try reused.validate() }
+        var chained = converting
+        chained.version = 3
+        chained.entities[0].attributes[1] = Attribute("label", .text, convertedFrom: Conversion(from: "score", .real))
+        refused(converting, chained, at: "Folder.label", saying: "itself converts from")
+        var deprecated = converting
+        deprecated.version = 3
+        deprecated.entities[0].attributes[1].deprecated = true
+        var contracted = deprecated
+        contracted.version = 4
+        contracted.entities[0].attributes.remove(at: 1)
+        contracted.entities[0].contracted = ["score"]
+        refused(deprecated, contracted, at: "Folder.score", saying: "which it converts from, is not")
+        contracted.entities[0].contracted = ["score", "rank"]
+        #expect(SchemaCheck(from: deprecated, to: contracted).isSafe, "\(SchemaCheck(from: deprecated, to: contracted).report)")
+    }
+
     @Test("a version that did not go up, with a changed definition, is refused")
     func versionMustGrow() {
         var same = Self.base

@@ -312,12 +312,15 @@ struct SchemaEvolutionTests {
         try old!.write { try $0.insert("Note", ["id": first, "title": "a", "rank": 3]) }
         _ = try cluster.engine(old!).sync()
         _ = try cluster.engine(upgrading!).sync()
-        // A write to rank not yet exported when the app upgrades: it goes out as a write to score.
+        // A write to rank not yet exported when the app upgrades, and a row inserted and not yet exported:
+        // they go out as writes to score.
+        let unexported = SyncCluster.id()
         try upgrading!.write { try $0.update("Note", key: first, ["rank": 4]) }
+        try upgrading!.write { try $0.insert("Note", ["id": unexported, "title": "c", "rank": 7]) }
         upgrading = nil
         let converted = try Store(path: cluster.storePath("upgrading"), schema: converting)
         #expect(try converted.read("SELECT name FROM pragma_table_info('Note') WHERE name IN ('rank', 'score')") == [[.text("score")]])
-        #expect(try converted.read("SELECT score FROM Note") == [[.real(4)]])
+        #expect(try converted.read("SELECT score FROM Note ORDER BY title") == [[.real(4)], [.real(7)]])
         let convertedEngine = try cluster.engine(converted)
         _ = try convertedEngine.sync()
         // A node still on release 1 writes rank: it arrives as score.
@@ -325,7 +328,7 @@ struct SchemaEvolutionTests {
         _ = try cluster.engine(old!).sync()
         let round = try convertedEngine.sync()
         #expect(round.rejected.isEmpty && round.refused.isEmpty, "\(round)")
-        #expect(try converted.read("SELECT id, score FROM Note ORDER BY title") == [[first, .real(4)], [second, .real(5)]])
+        #expect(try converted.read("SELECT id, score FROM Note ORDER BY title") == [[first, .real(4)], [second, .real(5)], [unexported, .real(7)]])
         // A fresh node of release 2 that replays every segment ends the same.
         let fresh = try Store(path: cluster.storePath("fresh"), schema: converting)
         _ = try cluster.engine(fresh).sync()

@@ -153,6 +153,45 @@ package struct SchemaCheck: Sendable {
                         "A default cannot change once rows exist: add a new attribute with the new default")
                 }
             }
+            // A conversion is declared in the release that replaces its source, and in every later one as it was.
+            for attribute in entity.attributes {
+                let location = "\(entity.name).\(attribute.name)"
+                if let earlier = before.attributes.first(where: { $0.logName == attribute.logName }) {
+                    if earlier.convertedFrom != attribute.convertedFrom {
+                        refuse(
+                            location, earlier.convertedFrom == nil
+                                ? "'\(attribute.name)' already exists and now declares a conversion"
+                                : "the conversion of '\(attribute.name)' changed or was dropped",
+                            "A conversion replaces its source with a new attribute in one release, and stays declared as it is in every later one: declare a new attribute for a new conversion")
+                    }
+                    continue
+                }
+                guard let conversion = attribute.convertedFrom else { continue }
+                guard let source = before.attributes.first(where: { $0.logName == conversion.attribute }) else {
+                    refuse(
+                        location, "'\(attribute.name)' converts from '\(conversion.attribute)', which version \(old.version) does not declare",
+                        "Convert from an attribute the previous release declares, by its name in the log")
+                    continue
+                }
+                if let earlier = source.convertedFrom {
+                    refuse(
+                        location, "'\(attribute.name)' converts from '\(source.name)', which itself converts from '\(earlier.attribute)'",
+                        "Conversions do not chain: add a new attribute, have the app fill it from '\(source.name)', deprecate '\(source.name)' and contract it with '\(earlier.attribute)'")
+                }
+                if source.name != conversion.attribute, entity.attributes.contains(where: { $0.name == source.name }) {
+                    refuse(
+                        location, "'\(source.name)', which '\(attribute.name)' replaces, is declared again as a new attribute",
+                        "Give the new attribute another name: the store drops the replaced column only after adding the new ones")
+                }
+            }
+            for attribute in before.attributes where attribute.convertedFrom != nil && entity.contracted.contains(attribute.logName) {
+                let source = attribute.convertedFrom!.attribute
+                if !entity.contracted.contains(source) {
+                    refuse(
+                        "\(entity.name).\(attribute.name)", "'\(attribute.name)' is contracted, but '\(source)', which it converts from, is not",
+                        "List '\(source)' in contracted too: older segments still carry it")
+                }
+            }
             for relationship in before.relationships {
                 let location = "\(entity.name).\(relationship.name)"
                 guard let current = entity.relationships.first(where: { $0.name == relationship.name }) else {

@@ -99,6 +99,16 @@ extension Schema {
             guard sources.insert(conversion.attribute.lowercased()).inserted else {
                 throw SchemaError(.invalidConversion, at: location, "two attributes convert from '\(conversion.attribute)'")
             }
+            guard !entity.contracted.contains(where: { $0.lowercased() == conversion.attribute.lowercased() }) else {
+                throw SchemaError(
+                    .invalidConversion, at: location,
+                    "'\(attribute.name)' converts from '\(conversion.attribute)', which is also contracted: its changes are converted or dropped, not both")
+            }
+            guard !entity.uniqueKeys.contains(where: { $0.contains(attribute.name) }) else {
+                throw SchemaError(
+                    .invalidConversion, at: location,
+                    "'\(attribute.name)' converts from '\(conversion.attribute)' and is in a unique key: a conversion can make distinct values equal")
+            }
         }
         // A contracted or converted attribute's changes are dropped or converted wherever they come from:
         // its name in the log can name no column again, or a node would mistake what another writes.
