@@ -45,12 +45,7 @@ struct UpgradeSuite: ParsableCommand, BenchmarkSuite {
         let source = directory + "/source.sqlite"
         let setup = try ContinuousClock().measure {
             let store = try Store(path: source, schema: NoteFixture.schema)
-            var written = 0
-            while written < rows {
-                let batch = NoteFixture.rows(count: min(1_000, rows - written))
-                try store.write { tx in for row in batch { try tx.insert("Note", row.values) } }
-                written += batch.count
-            }
+            try Self.insertNotes(rows, into: store)
             _ = try store.sync.exportToOutbox(account: "bench")
             try store.checkpoint()
         }
@@ -97,6 +92,23 @@ struct UpgradeSuite: ParsableCommand, BenchmarkSuite {
         Report.emit(metric("mixed_import_vs_same", Stats.median(mixedImports) / Stats.median(sameImports), unit: "x", goal: nil, .lower))
     }
 
+    /// `count` Note rows written into `store` in transactions of 1,000; under version 2, with its new
+    /// column set on each.
+    static func insertNotes(_ count: Int, into store: Store) throws {
+        var written = 0
+        while written < count {
+            let batch = NoteFixture.rows(count: min(1_000, count - written))
+            try store.write { tx in
+                for row in batch {
+                    var values = row.values
+                    if store.schema.version == 2 { values["color"] = "blue" }
+                    try tx.insert("Note", values)
+                }
+            }
+            written += batch.count
+        }
+    }
+
     /// One version-1 reader's sync round of `rows` Note rows that a writer on `writer` exported into a shared
     /// folder (untimed), with a check that every row arrived and, from a newer writer, that every
     /// transaction's new column was kept. Returns the round's milliseconds.
@@ -106,18 +118,7 @@ struct UpgradeSuite: ParsableCommand, BenchmarkSuite {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             let configuration = SyncConfiguration(account: "bench")
             let writer = try Store(path: directory.file("writer.sqlite"), schema: schema)
-            var written = 0
-            while written < rows {
-                let batch = NoteFixture.rows(count: min(1_000, rows - written))
-                try writer.write { tx in
-                    for row in batch {
-                        var values = row.values
-                        if schema.version == 2 { values["color"] = "blue" }
-                        try tx.insert("Note", values)
-                    }
-                }
-                written += batch.count
-            }
+            try insertNotes(rows, into: writer)
             _ = try SyncEngine(store: writer, sharedFolder: folder, configuration: configuration).sync()
             let reader = try Store(path: directory.file("reader.sqlite"), schema: NoteFixture.schema)
             let engine = try SyncEngine(store: reader, sharedFolder: folder, configuration: configuration)

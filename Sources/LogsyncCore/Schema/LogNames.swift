@@ -25,11 +25,6 @@ package struct LogNames: Sendable {
         var entityToCurrent: [String: String] = [:], entityToLog: [String: String] = [:]
         var conversions: [String: [(source: String, target: String, from: AttributeType, to: AttributeType)]] = [:]
         for entity in schema.entities {
-            for attribute in entity.attributes {
-                guard let conversion = attribute.convertedFrom else { continue }
-                // The target in the log's names too: the translation that follows renames it.
-                conversions[entity.logName, default: []].append((conversion.attribute, attribute.logName, conversion.type, attribute.type))
-            }
             if entity.logName != entity.name {
                 entityToCurrent[entity.logName] = entity.name
                 entityToLog[entity.name] = entity.logName
@@ -39,6 +34,10 @@ package struct LogNames: Sendable {
                 toLog[entity.name, default: [:]][name] = .some(nil)
             }
             for attribute in entity.attributes {
+                if let conversion = attribute.convertedFrom {
+                    // The target in the log's names too: the translation that follows renames it.
+                    conversions[entity.logName, default: []].append((conversion.attribute, attribute.logName, conversion.type, attribute.type))
+                }
                 guard let identifier = attribute.renamingIdentifier, identifier != attribute.name else { continue }
                 toCurrent[entity.logName, default: [:]][identifier] = attribute.name
                 toLog[entity.name, default: [:]][attribute.name] = identifier
@@ -50,9 +49,6 @@ package struct LogNames: Sendable {
         self.entityToLog = entityToLog
         self.conversions = conversions
     }
-
-    /// The entity `logName` names in this schema's current names.
-    package func currentEntity(_ logName: String) -> String { entityToCurrent[logName] ?? logName }
 
     /// `transaction` with the log's names replaced by this schema's current ones, and values of converted
     /// attributes converted.

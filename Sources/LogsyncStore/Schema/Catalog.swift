@@ -45,6 +45,13 @@ struct Catalog: Sendable {
             }
         }
 
+        /// `entity` described as a catalog of it alone would: for migrations that rewrite one entity's row
+        /// states in a column layout the registered catalog does not have (``Contraction``, ``TypeChange``).
+        /// Relationships take the key type of a destination the catalog does not hold: `uuid`.
+        static func alone(_ entity: Entity, id: Int64, columns: [String]) -> EntityInfo {
+            Catalog(schema: Schema(version: 1, entities: [entity]), registered: [(id, entity.name, columns)]).byID[id]!
+        }
+
         func columnNames(inMask mask: Int64) -> [String] {
             var names: [String] = []
             for (bit, name) in columns.enumerated() where mask & (1 << Int64(bit)) != 0 {

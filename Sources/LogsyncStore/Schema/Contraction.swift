@@ -41,16 +41,11 @@ struct Contraction {
                 [.integer(Int64(bit)), .integer(entityID)])
             remaining.remove(at: bit)
         }
-        let before = info(entity, columns)
+        let before = Catalog.EntityInfo.alone(entity, id: entityID, columns: columns)
         var kept = entity
         kept.attributes.removeAll { removed.contains($0.name) }
-        let after = info(kept, remaining)
+        let after = Catalog.EntityInfo.alone(kept, id: entityID, columns: remaining)
         try StateRewrite(connection: connection, entityID: entityID).run(from: before, to: after) { _, _ in true }
         return remaining
-    }
-
-    private func info(_ entity: Entity, _ columns: [String]) -> Catalog.EntityInfo {
-        let catalog = Catalog(schema: Schema(version: 1, entities: [entity]), registered: [(entityID, entity.name, columns)])
-        return catalog.byID[entityID]!
     }
 }

@@ -269,14 +269,12 @@ struct SchemaRegistration {
         // table's indexes too, and the triggers are generated again after the migration.
         // Through temporary names first, so that renames that take each other's names (a to b, b to c; a
         // swap) never meet a name still in use.
-        var columns = try registeredColumns(of: entity)
+        let (id, registeredColumns) = try registered(entity)
+        var columns = registeredColumns
         // Contracted attributes go first, under the names the stored schema gave them.
         let contracted = old.attributes.filter { entity.contracted.contains($0.logName) }.map(\.name)
         if !contracted.isEmpty {
             try dropGenerated()
-            guard let id = try connection.int64("SELECT id FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
-                throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
-            }
             columns = try Contraction(connection: connection, entityID: id, entity: old, columns: columns).run(removing: contracted)
         }
         let table = SchemaSQL.quote(entity.name)
@@ -305,12 +303,12 @@ struct SchemaRegistration {
         }
         try connection.execute(
             "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(columns)), .text(entity.name)])
-        try convert(entity, from: old, added: added, columns: columns)
+        try convert(entity, id: id, from: old, added: added, columns: columns)
     }
 
     /// Attributes converted in place (``Attribute/convertedFrom``): the new columns, just added, take the
     /// sources' values and registers, converted (``TypeChange``), and the sources are contracted.
-    private func convert(_ entity: Entity, from old: Entity, added: [String], columns: [String]) throws {
+    private func convert(_ entity: Entity, id: Int64, from old: Entity, added: [String], columns: [String]) throws {
         let conversions = entity.attributes.compactMap { attribute -> (source: Attribute, target: Attribute)? in
             guard let conversion = attribute.convertedFrom, added.contains(attribute.name),
                 let source = old.attributes.first(where: { $0.logName == conversion.attribute })
@@ -319,12 +317,9 @@ struct SchemaRegistration {
         }
         guard !conversions.isEmpty else { return }
         try dropGenerated()
-        guard let id = try connection.int64("SELECT id FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
-            throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
-        }
         var both = entity
         both.attributes += conversions.map(\.source)
-        let info = Catalog(schema: Schema(version: 1, entities: [both]), registered: [(id, entity.name, columns)]).byID[id]!
+        let info = Catalog.EntityInfo.alone(both, id: id, columns: columns)
         try TypeChange(connection: connection, entityID: id, info: info, conversions: conversions).run()
         let remaining = try Contraction(connection: connection, entityID: id, entity: both, columns: columns)
             .run(removing: conversions.map(\.source.name))
@@ -332,12 +327,13 @@ struct SchemaRegistration {
             "UPDATE _ls_entity SET columns = ? WHERE name = ?", [.text(try Self.encodeColumns(remaining)), .text(entity.name)])
     }
 
-    /// `entity`'s columns in bit order, as `_ls_entity` registers them.
-    private func registeredColumns(of entity: Entity) throws -> [String] {
-        guard case .text(let json)? = try connection.scalar("SELECT columns FROM _ls_entity WHERE name = ?", [.text(entity.name)]) else {
+    /// `entity`'s id and columns in bit order, as `_ls_entity` registers them.
+    private func registered(_ entity: Entity) throws -> (id: Int64, columns: [String]) {
+        let rows = try connection.rows("SELECT id, columns FROM _ls_entity WHERE name = ?", [.text(entity.name)])
+        guard let row = rows.first, case .integer(let id) = row[0], case .text(let json) = row[1] else {
             throw notAdditive(entity.name, "'\(entity.name)' is in the stored schema but not registered")
         }
-        return try JSONDecoder().decode([String].self, from: Data(json.utf8))
+        return (id, try JSONDecoder().decode([String].self, from: Data(json.utf8)))
     }
 
     /// Replaces every generated trigger and unique index with the ones the catalog calls for.
