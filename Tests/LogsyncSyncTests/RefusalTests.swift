@@ -135,4 +135,30 @@ struct RefusalTests {
         }
         #expect(try store.sync.exportedSequence() == 4, "every round ran")
     }
+
+    @Test("hostile segments against a converted and a contracted attribute: the old name with another type is refused, not converted to NULL; a huge value under a contracted name is dropped")
+    func hostileConvertedAndContracted() throws {
+        var release = SchemaFleet.version3
+        release.version = 5
+        let cluster = try SyncCluster("hostile-evolution")
+        let receiver = try Store(path: cluster.storePath("receiver"), schema: release)
+        let engine = try cluster.engine(receiver)
+        let liar = NodeID(Self.uuid()), bulky = NodeID(Self.uuid())
+        // `pinned` converts into `priority` from bool: text under it is no bool.
+        _ = try Self.publish(cluster, node: liar, sequence: 1, [
+            LogChange(entity: "Note", primaryKey: .text(Self.uuid()), kind: .insert, causalLength: 1, values: ["title": "x", "pinned": .text("yes")]),
+        ])
+        // `rank` is contracted: a 1 MiB value under it never reaches the store.
+        let kept = Self.uuid()
+        _ = try Self.publish(cluster, node: bulky, sequence: 1, [
+            LogChange(
+                entity: "Note", primaryKey: .text(kept), kind: .insert, causalLength: 1,
+                values: ["title": "big", "rank": .text(String(repeating: "r", count: 1 << 20))]),
+        ])
+        let round = try engine.sync()
+        #expect(round.refused.map(\.name.node) == [liar], "\(round)")
+        #expect(round.refused.first?.reason.contains("pinned") == true, "\(round.refused)")
+        #expect(round.applied.map(\.node) == [bulky], "\(round)")
+        #expect(try receiver.read("SELECT id, subject, priority FROM Note") == [[.text(kept), .text("big"), .null]])
+    }
 }
