@@ -69,6 +69,10 @@ let package = Package(
         .target(name: "LogsyncStore", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncSQLite"]),
         .target(name: "LogsyncContexts", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStore"]),
         .target(name: "LogsyncTransport", dependencies: ["LogsyncCore", "LogsyncPlatform"]),
+        // Sealed accounts: the one place that crosses into swift-crypto for the logs (docs/security.md).
+        .target(
+            name: "LogsyncSeal",
+            dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncTransport", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStatus", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),
@@ -168,7 +172,7 @@ let package = Package(
         .testTarget(name: "LogsyncCoreTests", dependencies: ["LogsyncControl", "LogsyncCore", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncStoreTests", dependencies: ["LogsyncControl", "LogsyncStore", "LogsyncSQLite", "CSQLite", "LogsyncTestKit"]),
         .testTarget(name: "LogsyncContextsTests", dependencies: ["LogsyncContexts", "LogsyncControl", "LogsyncPlatform", "LogsyncStore", "LogsyncTestKit"]),
-        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncContexts", "LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
+        .testTarget(name: "LogsyncSyncTests", dependencies: ["LogsyncContexts", "LogsyncSeal", "LogsyncSync", "LogsyncTransport", "LogsyncStore", "LogsyncSQLite", "LogsyncPlatform", "LogsyncTestKit"]),
         .testTarget(
             name: "LogsyncDaemonTests",
             dependencies: [

@@ -88,3 +88,33 @@ extension DurableFiles {
         return lstat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 }
+
+extension DurableFiles {
+    /// Creates `path` with `bytes`, readable and writable by its owner only (0600), failing with EEXIST
+    /// when something is there already (a link included: never followed); fsynced with its folder. For
+    /// secrets made once (a node's signing key).
+    public static func createPrivate(_ path: String, with bytes: [UInt8]) throws(SystemError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw .last("open", path: path) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let error = SystemError.last("write", path: path)
+                close(fd)
+                unlink(path)
+                throw error
+            }
+            written += count
+        }
+        guard fsync(fd) == 0 else {
+            let error = SystemError.last("fsync", path: path)
+            close(fd)
+            unlink(path)
+            throw error
+        }
+        close(fd)
+        try syncFolder(of: path)
+    }
+}

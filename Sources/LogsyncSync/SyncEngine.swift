@@ -414,7 +414,7 @@ public final class SyncEngine: Sendable {
             self.configuration = configuration
             rules = store.sync.changeRules
             self.refused = refused
-            location = { name in (transport as? DirectoryTransport)?.path(of: name) ?? name.description }
+            location = { name in (transport.carrierTransport as? DirectoryTransport)?.path(of: name) ?? name.description }
         }
     }
 
@@ -426,6 +426,13 @@ public final class SyncEngine: Sendable {
         let bytes: [UInt8]
         do {
             bytes = try context.transport.read(name, maximumBytes: context.configuration.limits.maxSegmentBytes)
+        } catch where error.code == .unsealable {
+            // A sealed account's segment that fails its seal (forged, changed, misplaced, another history):
+            // refused like bytes that fail verification, with the reason the seal gave.
+            let refusal = SegmentRefusal(
+                node: name.node, firstSequence: name.firstSequence, lastSequence: name.lastSequence, checksum: 0, reason: error.message,
+                location: context.location(name))
+            return .rejected(RejectedSegment(name: name, reason: error.message), refusal: refusal)
         } catch {
             return .rejected(RejectedSegment(name: name, reason: error.description), refusal: nil)
         }
@@ -495,7 +502,7 @@ public final class SyncEngine: Sendable {
     }
 
     private func describe(_ name: SegmentName) -> String {
-        (transport as? DirectoryTransport)?.path(of: name) ?? name.description
+        (transport.carrierTransport as? DirectoryTransport)?.path(of: name) ?? name.description
     }
 
     /// FNV-1a over the whole file: what "the same segment" means when a name comes back.

@@ -59,30 +59,30 @@ public final class MemoryCarrier: Sendable {
 
 /// A ``Transport`` over a ``MemoryCarrier``.
 final class MemoryTransport: Transport {
-    private let carrier: MemoryCarrier
+    private let memory: MemoryCarrier
     private let account: String
     private let node: NodeID
     /// The names this transport has seen already (for ``refresh(excluding:)``'s `appeared`).
     private let seen = Mutex(Set<SegmentName>())
 
     init(carrier: MemoryCarrier, account: String, node: NodeID) {
-        self.carrier = carrier
+        self.memory = carrier
         self.account = account
         self.node = node
     }
 
     func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
-        try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in
             if let stored = held.segments[name], stored != bytes {
                 throw TransportError(.conflict, "\(name) is stored with other bytes")
             }
             held.segments[name] = bytes
         }
-        carrier.announce(account)
+        memory.announce(account)
     }
 
     func scan(excluding node: NodeID) throws(TransportError) -> TransportScan {
-        let names = try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments.keys.filter { $0.node != node } }
+        let names = try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments.keys.filter { $0.node != node } }
         return TransportScan(segments: names.sorted(), ignored: [])
     }
 
@@ -100,7 +100,7 @@ final class MemoryTransport: Transport {
     }
 
     func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
-        let bytes = try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments[name] }
+        let bytes = try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments[name] }
         guard let bytes else { throw TransportError(.notFound, "\(name) is not in the carrier") }
         guard bytes.count <= maximumBytes else { throw TransportError(.tooLarge, "\(name) is \(bytes.count) bytes, over \(maximumBytes)") }
         return bytes
@@ -108,19 +108,19 @@ final class MemoryTransport: Transport {
 
     func arrivals(rescanInterval: Duration) -> AsyncStream<Void> {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = carrier.listen(account, continuation)
-        let (carrier, account) = (carrier, account)
+        let id = memory.listen(account, continuation)
+        let (carrier, account) = (memory, account)
         continuation.onTermination = { _ in carrier.stopListening(account, id) }
         continuation.yield()
         return stream
     }
 
     func publishProgress(_ bytes: [UInt8]) throws(TransportError) {
-        try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.progress[node] = bytes }
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.progress[node] = bytes }
     }
 
     func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
-        try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.progress }
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.progress }
     }
 
     func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) {
@@ -130,15 +130,15 @@ final class MemoryTransport: Transport {
         } catch {
             throw TransportError(.io, "writing the baseline \(name): \(error)")
         }
-        try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines[name] = bytes }
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines[name] = bytes }
     }
 
     func baselines() throws(TransportError) -> [BaselineName] {
-        try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines.keys.sorted() }
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines.keys.sorted() }
     }
 
     func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
-        let bytes = try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines[name] }
+        let bytes = try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines[name] }
         guard let bytes else { throw TransportError(.notFound, "\(name) is not in the carrier") }
         do {
             try consume(bytes)
@@ -149,11 +149,11 @@ final class MemoryTransport: Transport {
 
     func remove(_ name: SegmentName) throws(TransportError) {
         guard name.node == node else { throw TransportError(.forbidden, "\(name) is another node's") }
-        _ = try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments.removeValue(forKey: name) }
+        _ = try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments.removeValue(forKey: name) }
     }
 
     func remove(_ name: BaselineName) throws(TransportError) {
         guard name.node == node else { throw TransportError(.forbidden, "\(name) is another node's") }
-        _ = try carrier.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines.removeValue(forKey: name) }
+        _ = try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.baselines.removeValue(forKey: name) }
     }
 }

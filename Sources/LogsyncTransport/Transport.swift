@@ -61,10 +61,14 @@ public protocol Transport: Sendable {
     /// still has when the identity differs from the one it last published through, or when
     /// ``CarrierState/resets`` grows.
     func carrierState() -> CarrierState?
+
+    /// The transport that reaches the carrier: this one, or the one a layer such as sealing wraps.
+    var carrierTransport: any Transport { get }
 }
 
 extension Transport {
     public func carrierState() -> CarrierState? { nil }
+    public var carrierTransport: any Transport { self }
 }
 
 /// What a transport knows of its carrier's history (``Transport/carrierState()``).
@@ -112,6 +116,9 @@ public struct IgnoredFile: Sendable, Hashable, CustomStringConvertible {
         case notADirectory(FileKind)
         /// A node folder that could not be opened or listed (permissions, removed meanwhile).
         case unreadableFolder(String)
+        /// An object of a sealed account that fails its seal (forged, changed, misplaced, rolled back, or
+        /// plain): left out, with why.
+        case unsealable(String)
 
         public var description: String {
             switch self {
@@ -121,6 +128,7 @@ public struct IgnoredFile: Sendable, Hashable, CustomStringConvertible {
             case .notRegularFile(let kind): return "a \(kind) named like a segment: only regular files are read from the shared folder"
             case .notADirectory(let kind): return "a \(kind) named like a node folder: only directories are listed, links are not followed"
             case .unreadableFolder(let error): return "node folder not readable: \(error)"
+            case .unsealable(let why): return "refused by the seal: \(why)"
             }
         }
 
@@ -129,7 +137,7 @@ public struct IgnoredFile: Sendable, Hashable, CustomStringConvertible {
         public var isSuspicious: Bool {
             switch self {
             case .temporary, .conflictCopy, .unknownName: return false
-            case .notRegularFile, .notADirectory, .unreadableFolder: return true
+            case .notRegularFile, .notADirectory, .unreadableFolder, .unsealable: return true
             }
         }
     }
@@ -173,10 +181,14 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let quotaExceeded = Code(name: "quotaExceeded")
         /// A relay refused the request as malformed (a bug, or a relay of another version).
         public static let refused = Code(name: "refused")
+        /// An object of a sealed account fails its seal — forged, changed, cut, moved between nodes or
+        /// accounts, a second history of a node's sequences, sealed under another key — or is plain:
+        /// refused, and the same bytes will be refused again.
+        public static let unsealable = Code(name: "unsealable")
 
         /// Whether sending the same request again cannot succeed until something else changes (a
         /// credential, a quota, a segment): such failures are not retried by the transport.
-        public var isPermanent: Bool { [.unauthorized, .forbidden, .quotaExceeded, .refused, .conflict, .tooLarge].contains(self) }
+        public var isPermanent: Bool { [.unauthorized, .forbidden, .quotaExceeded, .refused, .conflict, .tooLarge, .unsealable].contains(self) }
     }
 
     public var code: Code

@@ -114,7 +114,7 @@ final class Reloader: Sendable {
         // The mounted store's transport. A switch's next one is installed under the reload lock and reads
         // its token again then, so a token rotated while it was being made is not missed.
         let relay: (account: String, transport: RelayTransport)? = mount.current.flatMap { mounted in
-            guard let account = mounted.account, let transport = mounted.transport as? RelayTransport else { return nil }
+            guard let account = mounted.account, let transport = mounted.transport?.carrierTransport as? RelayTransport else { return nil }
             return (account, transport)
         }
         if let connection = new.relay, connection == old.relay, let relay {

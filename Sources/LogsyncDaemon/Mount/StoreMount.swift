@@ -64,7 +64,7 @@ final class StoreMount: Sendable {
             var mounted = mounted
             let configuration = settings.current
             mounted.engine = mounted.engine.map { $0.reconfigured(to: configuration) }
-            if let transport = mounted.transport as? RelayTransport, let connection = configuration.relay, let account = mounted.account,
+            if let transport = mounted.transport?.carrierTransport as? RelayTransport, let connection = configuration.relay, let account = mounted.account,
                 let token = try? connection.token(for: account)
             {
                 transport.use(token: token)

@@ -53,7 +53,7 @@ struct StatusReader: Sendable {
         }.sorted { $0.node < $1.node }
         let ignored = (report?.ignored ?? []).sorted { ($0.reason.isSuspicious ? 0 : 1, $0.path) < ($1.reason.isSuspicious ? 0 : 1, $1.path) }
         let accounts = switcher.report()
-        var relayContact = (mounted?.transport as? RelayTransport)?.lastContact
+        var relayContact = (mounted?.transport?.carrierTransport as? RelayTransport)?.lastContact
         if let relayReset {
             // What the engine did about it says more than what the transport saw (and a restart sees only the former).
             relayContact?.lastReset = relayReset.message

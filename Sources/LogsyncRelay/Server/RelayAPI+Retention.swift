@@ -23,9 +23,17 @@ extension RelayAPI {
             request, what: "progress record", maximum: ProgressRecord.maximumByteCount, key: "a progress record's limit of 1 MiB",
             tooLarge: .progressTooLarge)
         let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request, context, length: length) }
-        let record: ProgressRecord
+        // A sealed account's record shows only its routing header (docs/security.md).
+        let record: (account: String, node: NodeID, schemaVersion: Int?)
         do {
-            record = try ProgressRecord(decoding: bytes)
+            if SealedHeader.isSealed(bytes) {
+                let sealed = try SealedHeader.checkWhole(bytes, maximumBytes: ProgressRecord.maximumByteCount).header
+                guard sealed.kind == .progressRecord else { throw SegmentError(.malformed, at: "byte 8", "a sealed \(sealed.kind), not a progress record") }
+                record = (sealed.account, sealed.node, nil)
+            } else {
+                let plain = try ProgressRecord(decoding: bytes)
+                record = (plain.account, plain.node, plain.schemaVersion)
+            }
         } catch {
             throw RelayError(.malformedProgress, "the body is not an intact progress record: \(error)")
         }

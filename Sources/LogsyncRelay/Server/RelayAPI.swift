@@ -148,22 +148,31 @@ final class RelayAPI: Sendable {
         let length = try contentLength(
             request, what: "segment", maximum: settings.maximumSegmentBytes, key: "max_segment_bytes", tooLarge: .tooLarge)
         let bytes = try await withBuffered(length) { () async throws(RelayError) in try await readBody(request, context, length: length) }
-        let header: SegmentHeader
+        // A sealed account's segment shows only its routing header (docs/security.md): its schema
+        // version is inside, so it counts in no schema gauge.
+        let header: (account: String, node: NodeID, first: UInt64, last: UInt64, schemaVersion: Int?)
         do {
-            header = try SegmentDecoder.checkEnvelope(bytes, limits: SegmentLimits(maxSegmentBytes: settings.maximumSegmentBytes))
+            if SealedHeader.isSealed(bytes) {
+                let sealed = try SealedHeader.checkWhole(bytes, maximumBytes: settings.maximumSegmentBytes).header
+                guard sealed.kind == .segment else { throw SegmentError(.malformed, at: "byte 8", "a sealed \(sealed.kind), not a segment") }
+                header = (sealed.account, sealed.node, sealed.first, sealed.last, nil)
+            } else {
+                let plain = try SegmentDecoder.checkEnvelope(bytes, limits: SegmentLimits(maxSegmentBytes: settings.maximumSegmentBytes))
+                header = (plain.account, plain.node, plain.firstSequence, plain.lastSequence, plain.schemaVersion)
+            }
         } catch {
             throw RelayError(.malformedSegment, "the body is not an intact segment: \(error)")
         }
-        guard header.account == account, header.node == node, header.firstSequence == first, header.lastSequence == last else {
+        guard header.account == account, header.node == node, header.first == first, header.last == last else {
             throw RelayError(
                 .headerMismatch,
-                "the segment's header says account \(RelayNames.quoted(header.account)), node \(header.node), sequences \(header.firstSequence)-\(header.lastSequence); the route says account \(RelayNames.quoted(account)), node \(node), sequences \(first)-\(last)")
+                "the segment's header says account \(RelayNames.quoted(header.account)), node \(header.node), sequences \(header.first)-\(header.last); the route says account \(RelayNames.quoted(account)), node \(node), sequences \(first)-\(last)")
         }
         let outcome = try await storage.push(
             SegmentPush(
                 account: account, node: node, firstSequence: first, lastSequence: last, bytes: bytes,
                 defaultQuotaBytes: settings.defaultQuotaBytes))
-        schemaVersions.record(account: account, node: node.rawValue, version: header.schemaVersion)
+        if let version = header.schemaVersion { schemaVersions.record(account: account, node: node.rawValue, version: version) }
         switch outcome {
         case .stored(let arrival):
             board.announce(account: account, arrival: arrival)

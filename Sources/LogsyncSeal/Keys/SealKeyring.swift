@@ -1,0 +1,56 @@
+import Crypto
+import LogsyncCore
+
+/// What one node of a sealed account seals and opens with: the account's epoch keys, the epoch it
+/// seals under now, and its own signing key.
+public struct SealKeyring: Sendable {
+    public let account: String
+    public let keyID: [UInt8]
+    /// The epoch new objects are sealed under.
+    public let currentEpoch: UInt32
+    /// Per epoch, the key's bytes (`SymmetricKey` is not `Sendable`).
+    let epochKeys: [UInt32: [UInt8]]
+    public let signingKey: NodeSigningKey
+
+    public init(account: String, accountKey: AccountKey, signingKey: NodeSigningKey) {
+        self.account = account
+        keyID = accountKey.keyID
+        currentEpoch = 0
+        epochKeys = [0: accountKey.firstEpochKey.withUnsafeBytes { Array($0) }]
+        self.signingKey = signingKey
+    }
+
+    func epochKey(_ header: SealedHeader) throws(SealError) -> SymmetricKey {
+        guard header.keyID == keyID else {
+            throw SealError(
+                .wrongKey,
+                "it is sealed under account key \(Self.hex(header.keyID)), and this node holds \(Self.hex(keyID)): give syncd the account's recovery phrase (docs/security.md)")
+        }
+        guard let key = epochKeys[header.keyEpoch] else {
+            throw SealError(.unknownEpoch, "it is sealed under key epoch \(header.keyEpoch), which this node does not hold (it holds \(epochKeys.keys.sorted()))")
+        }
+        return SymmetricKey(data: key)
+    }
+
+    /// The object's own key: from the epoch key, the object's whole header (its kind, account, node,
+    /// range and salt) and nothing secret besides.
+    func objectKey(_ header: SealedHeader, headerBytes: [UInt8]) throws(SealError) -> SymmetricKey {
+        HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: try epochKey(header), salt: header.salt, info: Array("logsync sealed object v1".utf8) + headerBytes, outputByteCount: 32)
+    }
+
+    /// The salt of an object: keyed by the epoch key over what the object holds, so that sealing the same
+    /// content again gives the same bytes (a publish that is retried), and different content a different
+    /// key.
+    func salt(epoch: UInt32, identity: [UInt8], content: [UInt8], previous: [UInt8]) throws(SealError) -> [UInt8] {
+        guard let key = epochKeys[epoch] else { throw SealError(.unknownEpoch, "no key for epoch \(epoch)") }
+        var mac = HMAC<SHA256>(key: SymmetricKey(data: key))
+        mac.update(data: Array("logsync salt".utf8))
+        mac.update(data: identity)
+        mac.update(data: previous)
+        mac.update(data: Array(SHA256.hash(data: content)))
+        return Array(Array(mac.finalize()).prefix(SealedHeader.saltByteCount))
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import LogsyncCore
+import LogsyncPlatform
+
+/// What a node of a sealed account remembers of the others' chains, and of its own: per node, the key
+/// its objects are signed with, the link of the newest segment verified in order, and the time of the
+/// newest progress record seen; for itself, the links of its newest published segments (what the next
+/// one names). Kept in a small file beside the store, rewritten when it changed; losing it costs
+/// nothing but checks (every chain is anchored again where it is next read).
+struct ChainLedger: Codable, Sendable, Equatable {
+    struct Peer: Codable, Sendable, Equatable {
+        /// Hex of the node's public signing key, pinned when its first object was opened.
+        var signer: String
+        /// The newest segment verified in order: its last sequence and link (hex).
+        var last: UInt64 = 0
+        var link: String = ""
+        /// The newest progress record's time (milliseconds) seen from this node.
+        var progressAt: UInt64 = 0
+    }
+
+    struct OwnLink: Codable, Sendable, Equatable {
+        var first: UInt64
+        var last: UInt64
+        var link: String
+    }
+
+    var peers: [String: Peer] = [:]
+    /// This node's newest published segments, oldest first, at most ``ownLinksKept``.
+    var own: [OwnLink] = []
+
+    static let ownLinksKept = 512
+
+    static func load(_ path: String) -> ChainLedger {
+        guard let data = FileManager.default.contents(atPath: path), let ledger = try? JSONDecoder().decode(ChainLedger.self, from: data) else {
+            return ChainLedger()
+        }
+        return ledger
+    }
+
+    func save(_ path: String) throws(SystemError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let data = (try? encoder.encode(self)) ?? Data()
+        try DurableFiles.replace(path, with: Array(data))
+    }
+
+    /// The link a segment starting at `first` names: this node's segment that ends just before it.
+    func previousOwnLink(before first: UInt64) -> [UInt8]? {
+        guard first > 1 else { return nil }
+        return own.last(where: { $0.last == first - 1 }).flatMap { Hex.decode($0.link) }
+    }
+
+    mutating func recordOwn(first: UInt64, last: UInt64, link: [UInt8]) {
+        own.removeAll { $0.last >= first }
+        own.append(OwnLink(first: first, last: last, link: Hex.encode(link)))
+        if own.count > Self.ownLinksKept { own.removeFirst(own.count - Self.ownLinksKept) }
+    }
+}
+
+enum Hex {
+    static func encode(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
+
+    static func decode(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+            index += 2
+        }
+        return bytes
+    }
+}

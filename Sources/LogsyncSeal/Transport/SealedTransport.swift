@@ -1,0 +1,275 @@
+import LogsyncCore
+import LogsyncPlatform
+import LogsyncTransport
+import Synchronization
+
+/// A sealed account's carriage (`docs/security.md`): wraps the transport that reaches the carrier (the
+/// shared folder, the relay) so that everything it holds is sealed — segments, progress records and
+/// baselines — and everything read from it is opened and checked before anyone uses it:
+///
+/// - the key: sealed under this account's key, or refused as `wrongKey` (nothing opened);
+/// - the seal: ciphertext, header and signature authentic, or refused (changed, cut, forged);
+/// - the place: the node, range, account and kind inside equal where the carrier put it;
+/// - the signer: the node's objects keep the key its first one was signed with;
+/// - the chain: a node's next segment names the link of the one before it, as verified here, and a
+///   node's sequences never come back with other content;
+/// - progress records never go back to an older one.
+///
+/// What fails is refused with ``TransportError/Code/unsealable`` (segments, baselines) or left out and
+/// reported among the ignored files (progress records). Plain objects are refused: an account is sealed
+/// or not.
+public final class SealedTransport: Transport {
+    public let inner: any Transport
+    public let keyring: SealKeyring
+    let node: NodeID
+    /// Where the ledger is kept; nil: in memory only.
+    let ledgerPath: String?
+    let ledger: Mutex<(state: ChainLedger, dirty: Bool)>
+    /// Progress records that failed their seal at the last read, for the next view's ignored files.
+    let refusedRecords = Mutex<[IgnoredFile]>([])
+
+    /// What a sealed object may add to its plain content: header, length, prefix, padding, tag, signature.
+    public static let overheadBytes = 8 * 1_024
+
+    public init(wrapping inner: any Transport, keyring: SealKeyring, node: NodeID, ledgerPath: String?) {
+        self.inner = inner
+        self.keyring = keyring
+        self.node = node
+        self.ledgerPath = ledgerPath
+        ledger = Mutex((ledgerPath.map(ChainLedger.load) ?? ChainLedger(), false))
+    }
+
+    public var carrierTransport: any Transport { inner.carrierTransport }
+
+    static func refusal(_ what: String, _ error: SealError) -> TransportError {
+        TransportError(.unsealable, "\(what) \(error.message)", cause: error)
+    }
+
+    // MARK: Segments
+
+    public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
+        let previous = ledger.withLock { $0.state.previousOwnLink(before: name.firstSequence) }
+        let sealed: Sealer.Sealed
+        do {
+            sealed = try Sealer.seal(.segment, first: name.firstSequence, last: name.lastSequence, node: node, content: bytes, previous: previous, keyring: keyring)
+        } catch {
+            throw TransportError(.io, "cannot seal segment \(name): \(error)", cause: error)
+        }
+        do {
+            try inner.publish(name, bytes: sealed.bytes)
+        } catch where error.code == .conflict {
+            // Published before (a retry after a crash, a push again after a carrier reset) under another
+            // link: the same content is the same segment.
+            guard let stored = try? inner.read(name, maximumBytes: sealed.bytes.count + Self.overheadBytes),
+                let opened = try? Sealer.open(stored, kind: .segment, keyring: keyring, maximumBytes: stored.count), opened.content == bytes
+            else { throw error }
+            try record(own: name, link: opened.link)
+            return
+        }
+        try record(own: name, link: sealed.link)
+    }
+
+    private func record(own name: SegmentName, link: [UInt8]) throws(TransportError) {
+        let state = ledger.withLock { held in
+            held.state.recordOwn(first: name.firstSequence, last: name.lastSequence, link: link)
+            held.dirty = false
+            return held.state
+        }
+        try save(state)
+    }
+
+    private func save(_ state: ChainLedger) throws(TransportError) {
+        guard let ledgerPath else { return }
+        do {
+            try state.save(ledgerPath)
+        } catch {
+            throw TransportError(.io, "cannot keep the seal's chain ledger \(ledgerPath): \(error)", path: ledgerPath, cause: error)
+        }
+    }
+
+    public func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
+        let bytes = try inner.read(name, maximumBytes: maximumBytes + Self.overheadBytes)
+        let what = "segment \(name):"
+        let opened: Sealer.Sealed
+        do {
+            opened = try Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes)
+            try checkPlace(opened.header, node: name.node, first: name.firstSequence, last: name.lastSequence)
+        } catch {
+            throw Self.refusal(what, error)
+        }
+        guard opened.content.count <= maximumBytes else {
+            throw TransportError(.tooLarge, "segment \(name) holds \(opened.content.count) bytes, over \(maximumBytes)")
+        }
+        let check: SealError? = ledger.withLock { held in
+            var peer = held.state.peers[name.node.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
+            if let problem = Self.signerProblem(peer, opened.signer) { return problem }
+            let link = Hex.encode(opened.link)
+            if peer.last > 0, name.firstSequence == peer.last + 1, opened.previous != Sealer.zeroLink, Hex.encode(opened.previous) != peer.link {
+                return SealError(
+                    .chainBroken,
+                    "it names a segment before it that is not the one this node verified at sequence \(peer.last): another history of node \(name.node)")
+            }
+            if peer.last > 0, name.lastSequence == peer.last, link != peer.link {
+                return SealError(.chainBroken, "node \(name.node)'s sequences \(name.firstSequence)-\(name.lastSequence) were verified here with other content: a second history")
+            }
+            if name.lastSequence >= peer.last {
+                peer.last = name.lastSequence
+                peer.link = link
+            }
+            if held.state.peers[name.node.rawValue] != peer {
+                held.state.peers[name.node.rawValue] = peer
+                held.dirty = true
+            }
+            return nil
+        }
+        if let check { throw Self.refusal(what, check) }
+        return opened.content
+    }
+
+    static func signerProblem(_ peer: ChainLedger.Peer, _ signer: [UInt8]) -> SealError? {
+        guard peer.signer != Hex.encode(signer) else { return nil }
+        return SealError(
+            .signerChanged,
+            "it is signed by key \(NodeSigningKey.fingerprint(of: signer)), and this node's earlier objects by \(NodeSigningKey.fingerprint(of: Hex.decode(peer.signer) ?? []))")
+    }
+
+    /// The object says it is where the carrier put it: this account, `node`, and the range.
+    func checkPlace(_ header: SealedHeader, node: NodeID, first: UInt64, last: UInt64) throws(SealError) {
+        guard header.account == keyring.account else {
+            throw SealError(.misplaced, "it is sealed as account '\(header.account)''s, not '\(keyring.account)''s: moved between accounts")
+        }
+        guard header.node == node, header.first == first, header.last == last else {
+            throw SealError(.misplaced, "it is sealed as node \(header.node)'s \(header.first)-\(header.last), not where the carrier put it (\(node)'s \(first)-\(last))")
+        }
+    }
+
+    public func scan(excluding node: NodeID) throws(TransportError) -> TransportScan { try inner.scan(excluding: node) }
+
+    public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
+        let dirty = ledger.withLock { held -> ChainLedger? in
+            guard held.dirty else { return nil }
+            held.dirty = false
+            return held.state
+        }
+        if let dirty { try save(dirty) }
+        var view = try inner.refresh(excluding: node)
+        view.ignored += refusedRecords.withLock { $0 }
+        return view
+    }
+
+    public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] { inner.segments(of: node, after: sequence) }
+
+    public func arrivals(rescanInterval: Duration) -> AsyncStream<Void> { inner.arrivals(rescanInterval: rescanInterval) }
+
+    public func carrierState() -> CarrierState? { inner.carrierState() }
+
+    public func remove(_ name: SegmentName) throws(TransportError) { try inner.remove(name) }
+
+    public func remove(_ name: BaselineName) throws(TransportError) { try inner.remove(name) }
+
+    // MARK: Progress records
+
+    public func publishProgress(_ bytes: [UInt8]) throws(TransportError) {
+        // Sealed, it must still fit where carriers keep progress records.
+        guard bytes.count <= ProgressRecord.maximumByteCount - Self.overheadBytes else {
+            throw TransportError(.tooLarge, "the progress record is \(bytes.count) bytes: sealed, it would pass the \(ProgressRecord.maximumByteCount)-byte limit")
+        }
+        do {
+            try inner.publishProgress(Sealer.seal(.progressRecord, node: node, content: bytes, keyring: keyring).bytes)
+        } catch let error as SealError {
+            throw TransportError(.io, "cannot seal the progress record: \(error)", cause: error)
+        } catch {
+            throw error as! TransportError
+        }
+    }
+
+    public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
+        var records: [NodeID: [UInt8]] = [:]
+        var refused: [IgnoredFile] = []
+        for (owner, bytes) in try inner.progressRecords() {
+            do {
+                let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
+                try checkPlace(opened.header, node: owner, first: 0, last: 0)
+                let record = try? ProgressRecord(decoding: opened.content)
+                let problem: SealError? = ledger.withLock { held in
+                    var peer = held.state.peers[owner.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
+                    if owner != node, let problem = Self.signerProblem(peer, opened.signer) { return problem }
+                    if let record, owner != node {
+                        guard record.activeAtMilliseconds >= peer.progressAt else {
+                            return SealError(
+                                .chainBroken,
+                                "it is older (written at \(record.activeAtMilliseconds) ms) than one this node read from \(owner) before (\(peer.progressAt) ms): rolled back")
+                        }
+                        peer.progressAt = record.activeAtMilliseconds
+                    }
+                    if owner != node, held.state.peers[owner.rawValue] != peer {
+                        held.state.peers[owner.rawValue] = peer
+                        held.dirty = true
+                    }
+                    return nil
+                }
+                if let problem { throw problem }
+                records[owner] = opened.content
+            } catch let error as SealError {
+                refused.append(IgnoredFile(path: "\(owner)/\(ProgressRecordName.fileName)", reason: .unsealable(error.message)))
+            } catch {}
+        }
+        refusedRecords.withLock { $0 = refused }
+        return records
+    }
+
+    // MARK: Baselines
+
+    public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) {
+        var sealer: BaselineSealer
+        do {
+            sealer = try BaselineSealer(transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, node: node, keyring: keyring)
+        } catch {
+            throw TransportError(.io, "cannot seal baseline \(name): \(error)", cause: error)
+        }
+        // One chunk read ahead, to know which is the last.
+        var ahead: [UInt8]?
+        var started = false
+        var done = false
+        try inner.publishBaseline(name) {
+            guard !done else { return nil }
+            if !started {
+                ahead = try next()
+                started = true
+            }
+            let chunk = ahead ?? []
+            ahead = try next()
+            done = ahead == nil
+            return try sealer.seal(chunk, last: done)
+        }
+    }
+
+    public func baselines() throws(TransportError) -> [BaselineName] { try inner.baselines() }
+
+    public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
+        var opener = BaselineOpener(node: name.node, transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, keyring: keyring)
+        let what = "baseline \(name):"
+        do {
+            try inner.readBaseline(name, maximumBytes: maximumBytes + maximumBytes / 64 + Self.overheadBytes) { chunk in
+                let plain = try opener.feed(chunk)
+                if !plain.isEmpty { try consume(plain) }
+            }
+            try opener.finish()
+        } catch let error as SealError {
+            throw Self.refusal(what, error)
+        } catch {
+            throw error as! TransportError
+        }
+        let problem: SealError? = ledger.withLock { held in
+            guard name.node != node else { return nil }
+            let peer = held.state.peers[name.node.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opener.signer))
+            if let problem = Self.signerProblem(peer, opener.signer) { return problem }
+            if held.state.peers[name.node.rawValue] == nil {
+                held.state.peers[name.node.rawValue] = peer
+                held.dirty = true
+            }
+            return nil
+        }
+        if let problem { throw Self.refusal(what, problem) }
+    }
+}
