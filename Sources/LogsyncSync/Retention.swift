@@ -61,6 +61,10 @@ final class RetentionMemory: Sendable {
         var forgotten: [NodeID: UInt64] = [:]
         /// The transport's count of carrier resets already handled (``SyncEngine/recoverIfCarrierReset(into:)``).
         var carrierResets = 0
+        /// Per node, the furthest sequence the account's progress records say exists, and when they were
+        /// last read (``SyncEngine/claimedHeads()``).
+        var claimedHeads: [NodeID: ClaimedHead] = [:]
+        var claimedHeadsAt: UInt64?
     }
 
     /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.
@@ -70,6 +74,12 @@ final class RetentionMemory: Sendable {
     }
 
     let state = Mutex(State())
+}
+
+/// The furthest sequence of a node that a progress record says exists, and whose record says so.
+struct ClaimedHead: Sendable, Hashable {
+    var sequence: UInt64
+    var by: NodeID
 }
 
 /// Stops a transport read once the header is in.
@@ -205,6 +215,29 @@ extension SyncEngine {
         }
         retentionMemory.state.withLock { $0.headers[name] = decoder.header }
         return decoder.header
+    }
+
+    /// Per other node, the furthest of its sequences that the account's progress records say exists (its
+    /// own record says what it exported, the others' what they applied), read at most once per progress
+    /// interval. What the carrier lists short of it is waited for by name, so a carrier that withholds a
+    /// node's newest segments is noticed from any other node (sealed records cannot be forged by it).
+    func claimedHeads() -> [NodeID: ClaimedHead] {
+        guard configuration.retention.enabled else { return [:] }
+        let due = retentionMemory.state.withLock { state in
+            state.claimedHeadsAt.map { now >= $0 + configuration.retention.progressIntervalMilliseconds } ?? true
+        }
+        guard due, let records = try? progressRecords() else { return retentionMemory.state.withLock { $0.claimedHeads } }
+        var heads: [NodeID: ClaimedHead] = [:]
+        for (owner, record) in records where owner != node {
+            for (origin, sequence) in record.applied.sorted where origin != node && sequence > heads[origin]?.sequence ?? 0 {
+                heads[origin] = ClaimedHead(sequence: sequence, by: owner)
+            }
+        }
+        retentionMemory.state.withLock { state in
+            state.claimedHeads = heads
+            state.claimedHeadsAt = now
+        }
+        return heads
     }
 
     /// Decoded progress records of this account, by node (this node's included); damaged ones are reported.

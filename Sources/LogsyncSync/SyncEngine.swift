@@ -208,7 +208,9 @@ public final class SyncEngine: Sendable {
         // Things named like a node's segments that are not regular files: they explain a wait.
         let unreadable = Dictionary(grouping: view.ignored.filter { $0.segment != nil }, by: { $0.segment!.node })
         let context = try loadContext()
-        for origin in Set(view.nodes).union(unreadable.keys).sorted() {
+        // Nodes the progress records say wrote more than the carrier lists: a withheld tail is waited for.
+        let claims = claimedHeads()
+        for origin in Set(view.nodes).union(unreadable.keys).union(claims.keys).sorted() {
             if cancelled() { return }
             // The segments that hold sequences after the cursor, in order.
             let names = transport.segments(of: origin, after: cursors[origin] ?? 0)
@@ -335,7 +337,14 @@ public final class SyncEngine: Sendable {
                 report.wait(origin, for: cursor + 1, because: missing(cursor + 1))
             }
             let rejected = Set(report.rejected.map(\.name))
-            report.available[origin] = Self.contiguousEnd(of: names.filter { !rejected.contains($0) }, after: cursor)
+            let available = Self.contiguousEnd(of: names.filter { !rejected.contains($0) }, after: cursor)
+            report.available[origin] = available
+            if report.waiting[origin] == nil, !cancelled(), let claim = claims[origin], claim.sequence > available {
+                let by = claim.by == origin ? "its own progress record says so" : "node \(claim.by)'s progress record says it applied them"
+                report.wait(
+                    origin, for: available + 1,
+                    because: "node \(origin)'s sequences up to \(claim.sequence) exist (\(by)), but the carrier has not delivered sequence \(available + 1): withheld, or still on its way")
+            }
         }
         if !cancelled() { try checkSomeApplied(into: &report) }
     }
