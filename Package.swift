@@ -119,7 +119,7 @@ let package = Package(
             name: "LogsyncDaemon",
             dependencies: [
                 "LogsyncControl", "LogsyncCore", "LogsyncPlatform", "LogsyncStore", "LogsyncSync", "LogsyncTransport", "LogsyncSystemd",
-                "LogsyncRelayTransport", "LogsyncSyncthing",
+                "LogsyncRelayTransport", "LogsyncSeal", "LogsyncSyncthing",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
@@ -136,6 +136,7 @@ let package = Package(
             dependencies: [
                 "LogsyncControl",
                 "LogsyncPlatform",
+                "LogsyncSeal",
                 "LogsyncStore",
                 "LogsyncSync",
                 "LogsyncTransport",
@@ -182,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "LogsyncRelayTests",
             dependencies: [
-                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncStore", "LogsyncSync",
+                "LogsyncRelay", "LogsyncRelayPostgres", "LogsyncRelayProtocol", "LogsyncRelayTransport", "LogsyncCore", "LogsyncContexts", "LogsyncPlatform", "LogsyncSeal", "LogsyncStore", "LogsyncSync",
                 "LogsyncTestKit", "LogsyncTransport", .product(name: "Logging", package: "swift-log"),
             ]),
     ],

@@ -28,15 +28,8 @@ token_file = "relay-token"
 [control]
 socket = "syncd.sock"
 TOML
-    "$bin/syncd" --config "$tour/node$n/syncd.toml" 2>"$tour/node$n/syncd.log" &
 done
-echo "\$ cat \$TOUR/node1/syncd.toml"; sed "s#$tour#\$TOUR#g; s#127.0.0.1:[0-9]*#127.0.0.1:PORT#" "$tour/node1/syncd.toml"; echo
-for n in 1 2; do
-    until "$bin/syncctl" status --config "$tour/node$n/syncd.toml" >/dev/null 2>&1; do sleep 0.05; done
-done
-run "$bin/notes" add "Lisbon" --body "written on node 1" --author alice --config "$tour/node1/syncd.toml"
-until "$bin/notes" list --config "$tour/node2/syncd.toml" 2>/dev/null | grep -q Lisbon; do sleep 0.02; done
-run "$bin/notes" list --config "$tour/node2/syncd.toml"
+two_nodes_share_a_note "s#127.0.0.1:[0-9]*#127.0.0.1:PORT#"
 "$bin/syncctl" status --config "$tour/node2/syncd.toml" | sed "s#$tour#\$TOUR#g; s#127.0.0.1:[0-9]*#127.0.0.1:PORT#" | { show "$bin/syncctl" status --config "$tour/node2/syncd.toml"; cat; }
 echo
 run "$bin/sync-relay" account list --database "$tour/relay/relay.sqlite"

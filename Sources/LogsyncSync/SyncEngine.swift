@@ -453,6 +453,10 @@ public final class SyncEngine: Sendable {
             return .rejected(RejectedSegment(name: name, reason: reason), refusal: refusal)
         }
         if let known = context.refused[name], known.checksum == sum { return refuse(known.reason) }
+        if SealedHeader.isSealed(bytes) {
+            return refuse(
+                "it is sealed (docs/security.md), and this node syncs account '\(context.configuration.account)' unsealed: give syncd the account's recovery phrase ([seal] in syncd.toml)")
+        }
         do {
             var decoder = try SegmentDecoder(bytes: bytes, limits: context.configuration.limits)
             let header = decoder.header

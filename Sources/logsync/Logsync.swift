@@ -17,7 +17,7 @@ struct Logsync: AsyncParsableCommand {
             is missing or not writable; 74 the shared folder failed; 75 another writer held the store too long.
             """,
         version: LogsyncVersion.current,
-        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self, SchemaCommand.self]
+        subcommands: [Tour.self, Exec.self, History.self, Watch.self, Hold.self, Purge.self, Sync.self, SchemaCommand.self, SealCommand.self]
     )
 }
 

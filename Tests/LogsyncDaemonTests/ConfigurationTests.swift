@@ -232,7 +232,7 @@ struct ConfigurationTests {
             }
         }
         func unquoted(_ value: String) -> String { value.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-        for key in DaemonConfiguration.keys + DaemonConfiguration.relayKeys + DaemonConfiguration.syncthingKeys {
+        for key in DaemonConfiguration.allKeys {
             let shown = documented["\(key.table).\(key.name)"]
             #expect(shown != nil, "[\(key.table)] \(key.name) is documented in config/syncd.toml")
             // A key without a default is shown with an example value.
@@ -246,13 +246,14 @@ struct ConfigurationTests {
     func everyKeyReloadsOrNeedsRestart() throws {
         let directory = try TemporaryDirectory("cfg-reload")
         // Files the keys' example values name, and the tables some keys need beside them.
-        for name in ["token", "relay-token", "ca.pem", "syncthing.key", "st.key"] { try directory.write(name, "abc123\n") }
+        for name in ["token", "relay-token", "ca.pem", "syncthing.key", "st.key", "seal.key", "account.key"] { try directory.write(name, "abc123\n") }
         try directory.write("schema.json", Schema.notes.json)
         try FileManager.default.createDirectory(atPath: directory.file("elsewhere"), withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: directory.file("shared"), withIntermediateDirectories: true)
         let bases = [
             "relay": "[relay]\nurl = \"http://127.0.0.1:1\"\ntoken_file = \"relay-token\"\n",
             "syncthing": "[syncthing]\nurl = \"http://127.0.0.1:8384\"\napi_key_file = \"st.key\"\n",
+            "seal": "[seal]\nkey_file = \"seal.key\"\n",
         ]
         var applied = 0, restart = 0
         for key in DaemonConfiguration.allKeys {

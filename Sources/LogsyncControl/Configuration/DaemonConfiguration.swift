@@ -34,6 +34,8 @@ public struct DaemonConfiguration: Sendable {
     /// The Syncthing instance carrying the shared folder, asked to scan after each publish (`[syncthing]`,
     /// SyncthingConfiguration.swift).
     public var syncthing: SyncthingConnection? = nil
+    /// Sealed accounts (`[seal]`, SealConfiguration.swift); nil: the accounts are plain.
+    public var seal: SealSettings? = nil
     /// Where syncd serves its metrics for Prometheus (`[metrics] listen`); nil: it does not.
     public var metricsListen: LoopbackListener.Address?
 
@@ -92,19 +94,20 @@ public struct DaemonConfiguration: Sendable {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         configuration.relay = try relayConnection(from: document, resolve: resolve, environment: environment)
         configuration.syncthing = try syncthingConnection(from: document, resolve: resolve, environment: environment)
+        configuration.seal = try sealSettings(from: document, resolve: resolve, environment: environment)
         // Through a relay the shared folder is not used: a `shared_folder` left in the file is not checked.
         if configuration.relay == nil, let line = sharedFolderLine { try configuration.validateSharedFolder(file: chosen, line: line) }
         configuration.source = chosen
         return configuration
     }
 
-    /// Applies the keys outside `[relay]` and `[syncthing]` (``keys``); the line of `shared_folder`, if the
+    /// Applies the keys outside `[relay]`, `[syncthing]` and `[seal]` (``keys``); the line of `shared_folder`, if the
     /// file sets it.
     private mutating func apply(_ document: ConfigFile, directory: String) throws(ConfigError) -> Int? {
         func resolve(_ path: String) -> String { path.hasPrefix("/") ? path : directory + "/" + path }
         var sharedFolderLine: Int?
         var socketLine = 0
-        for entry in document.entries where entry.table != "relay" && entry.table != "syncthing" {
+        for entry in document.entries where entry.table != "relay" && entry.table != "syncthing" && entry.table != "seal" {
             guard let key = Self.keys.first(where: { $0.table == entry.table && $0.name == entry.key }), let read = key.read else {
                 let known = Self.keys.filter { $0.table == entry.table }.map(\.name)
                 let hint = known.isEmpty

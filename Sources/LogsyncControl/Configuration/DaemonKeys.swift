@@ -167,7 +167,7 @@ extension DaemonConfiguration {
         return level
     }
 
-    /// Every key of syncd.toml outside `[relay]` and `[syncthing]` (``relayKeys``, ``syncthingKeys``).
+    /// Every key of syncd.toml outside `[relay]`, `[syncthing]` and `[seal]` (``relayKeys``, ``syncthingKeys``, ``sealKeys``).
     public static let keys: [Key] = [
         storePathKey.key, schemaKey.key, accountKey.key, sharedFolderKey.key, rescanIntervalKey.key, segmentChangesKey.key, batchChangesKey.key,
         batchMillisecondsKey.key, maximumBackoffKey.key, retentionEnabledKey.key, silentNodeKey.key, baselineAfterKey.key, progressIntervalKey.key,
@@ -175,7 +175,7 @@ extension DaemonConfiguration {
     ]
 
     /// Every key, in the order `config/syncd.toml` documents them.
-    public static var allKeys: [Key] { keys + relayKeys + syncthingKeys }
+    public static var allKeys: [Key] { keys + relayKeys + syncthingKeys + sealKeys }
 
     /// What a reload does with `new` when syncd runs on `old`: the configuration it goes on with (every key
     /// that ``Key/Reload/applies`` taken from `new`, the others kept), and the keys that changed but need

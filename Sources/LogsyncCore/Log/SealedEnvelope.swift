@@ -2,14 +2,14 @@
 /// route and name-check a segment, a progress record or a baseline of a sealed account, and nothing else.
 /// Everything it says is bound to the ciphertext as associated data and covered by the writer's
 /// signature, so a carrier can read it but not change it. Pure: the cryptography is `LogsyncSeal`'s.
-public struct SealedHeader: Sendable, Hashable {
+package struct SealedHeader: Sendable, Hashable {
     /// What the ciphertext holds.
-    public enum Kind: UInt8, Sendable, Hashable, CustomStringConvertible {
+    package enum Kind: UInt8, Sendable, Hashable, CustomStringConvertible {
         case segment = 1
         case progressRecord = 2
         case baseline = 3
 
-        public var description: String {
+        package var description: String {
             switch self {
             case .segment: return "segment"
             case .progressRecord: return "progress record"
@@ -18,22 +18,22 @@ public struct SealedHeader: Sendable, Hashable {
         }
     }
 
-    public var kind: Kind
+    package var kind: Kind
     /// The account key epoch the object is sealed under.
-    public var keyEpoch: UInt32
+    package var keyEpoch: UInt32
     /// Who may open it: 8 bytes derived from the account key (not secret; tells a wrong key at once).
-    public var keyID: [UInt8]
+    package var keyID: [UInt8]
     /// A segment's first and last sequence; a baseline's transaction count and frontier digest; 0 and 0
     /// for a progress record.
-    public var first: UInt64
-    public var last: UInt64
+    package var first: UInt64
+    package var last: UInt64
     /// 16 random bytes: the object's key is derived from the epoch key, its identity and these, so that no
     /// two objects ever share a key (and so a nonce), even two a restored node writes under one name.
-    public var salt: [UInt8]
-    public var account: String
-    public var node: NodeID
+    package var salt: [UInt8]
+    package var account: String
+    package var node: NodeID
 
-    public init(kind: Kind, keyEpoch: UInt32, keyID: [UInt8], first: UInt64, last: UInt64, salt: [UInt8], account: String, node: NodeID) {
+    package init(kind: Kind, keyEpoch: UInt32, keyID: [UInt8], first: UInt64, last: UInt64, salt: [UInt8], account: String, node: NodeID) {
         self.kind = kind
         self.keyEpoch = keyEpoch
         self.keyID = keyID
@@ -45,22 +45,22 @@ public struct SealedHeader: Sendable, Hashable {
     }
 
     /// `LSSEAL`, CR, LF: distinct from every plain object's magic (`LSSEG`, `LSPRG`, `LSBAS`).
-    public static let magic: [UInt8] = [0x4C, 0x53, 0x53, 0x45, 0x41, 0x4C, 0x0D, 0x0A]
-    public static let formatVersion: UInt8 = 1
-    public static let keyIDByteCount = 8
-    public static let saltByteCount = 16
+    package static let magic: [UInt8] = [0x4C, 0x53, 0x53, 0x45, 0x41, 0x4C, 0x0D, 0x0A]
+    package static let formatVersion: UInt8 = 1
+    package static let keyIDByteCount = 8
+    package static let saltByteCount = 16
     /// An Ed25519 signature closes every sealed object.
-    public static let signatureByteCount = 64
+    package static let signatureByteCount = 64
     /// The AEAD tag at the end of every ciphertext (ChaCha20-Poly1305).
-    public static let tagByteCount = 16
+    package static let tagByteCount = 16
 
     /// Whether `bytes` start like a sealed object (its magic), whatever follows.
-    public static func isSealed(_ bytes: some Collection<UInt8>) -> Bool {
+    package static func isSealed(_ bytes: some Collection<UInt8>) -> Bool {
         bytes.count >= magic.count && bytes.prefix(magic.count).elementsEqual(magic)
     }
 
     /// The header's bytes, which are also the associated data its ciphertext is sealed with.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var writer = ByteWriter()
         writer.write(contentsOf: Self.magic)
         writer.write(kind.rawValue)
@@ -76,7 +76,7 @@ public struct SealedHeader: Sendable, Hashable {
     }
 
     /// Reads a header from the start of `bytes`; returns it and where it ends.
-    public static func decode(_ bytes: [UInt8]) throws(SegmentError) -> (header: SealedHeader, end: Int) {
+    package static func decode(_ bytes: [UInt8]) throws(SegmentError) -> (header: SealedHeader, end: Int) {
         guard isSealed(bytes) else { throw SegmentError(.badMagic, at: "byte 0", "not a sealed logsync object (no LSSEAL magic)") }
         var reader = ByteReader(bytes, from: magic.count)
         let kindByte = try reader.readLittleEndian(UInt8.self, "kind")
@@ -116,7 +116,7 @@ public struct SealedHeader: Sendable, Hashable {
     /// The layout of a sealed segment or progress record after its header: a u32 ciphertext length, the
     /// ciphertext (tag included), the signature, and nothing else. Checks the structure and `maximumBytes`
     /// only (no key needed): what a relay refuses a push with. Returns the header and the ciphertext's range.
-    public static func checkWhole(_ bytes: [UInt8], maximumBytes: Int) throws(SegmentError) -> (header: SealedHeader, ciphertext: Range<Int>) {
+    package static func checkWhole(_ bytes: [UInt8], maximumBytes: Int) throws(SegmentError) -> (header: SealedHeader, ciphertext: Range<Int>) {
         guard bytes.count <= maximumBytes else {
             throw SegmentError(.limitExceeded, at: "byte 0", "the sealed object is \(bytes.count) bytes; the limit is \(maximumBytes)")
         }

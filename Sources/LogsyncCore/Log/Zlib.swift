@@ -216,3 +216,26 @@ final class Inflater {
         }
     }
 }
+
+/// zlib for tests that look into what a carrier stores.
+package enum ZlibProbe {
+    /// What a zlib stream starting at `start` of `bytes` inflates to, up to `limit` bytes, stopping at
+    /// the first error (nil when nothing inflates). For tests that search a carrier's storage for
+    /// plaintext: a plain segment's values are only readable once inflated.
+    package static func inflatedPrefix(_ bytes: [UInt8], from start: Int, limit: Int) -> [UInt8]? {
+        guard let inflater = try? Inflater() else { return nil }
+        var output = [UInt8](repeating: 0, count: limit)
+        var consumed = start
+        var produced = 0
+        while produced < limit, consumed < bytes.count {
+            let step = bytes[consumed...].withUnsafeBytes { input in
+                output[produced...].withUnsafeMutableBytes { inflater.inflate(from: input, into: $0) }
+            }
+            consumed += step.consumed
+            produced += step.produced
+            if case .corrupt = step.status { break }
+            if step.status == .streamEnd || (step.consumed == 0 && step.produced == 0) { break }
+        }
+        return produced == 0 ? nil : Array(output[0..<produced])
+    }
+}

@@ -2,7 +2,9 @@ import Foundation
 import Logging
 import LogsyncControl
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncRelayTransport
+import LogsyncSeal
 import LogsyncSyncthing
 import LogsyncSystemd
 import LogsyncTransport
@@ -30,7 +32,8 @@ struct Carriers: Sendable {
                 guard let connection = configuration.relay else {
                     var published: (@Sendable (String) -> Void)?
                     if let syncthing { published = { folder in syncthing.request(nodeFolder: folder) } }
-                    return try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node, published: published)
+                    let folder = try DirectoryTransport(root: configuration.sharedFolder, account: account, node: node, published: published)
+                    return try sealed(folder, configuration, account: account, node: node)
                 }
                 let client: RelayClientSettings
                 do {
@@ -38,9 +41,43 @@ struct Carriers: Sendable {
                 } catch {
                     throw DaemonError(.setup, "cannot use the relay \(connection.url): \(error)")
                 }
-                return RelayTransport(settings: client, node: node)
+                return try sealed(RelayTransport(settings: client, node: node), configuration, account: account, node: node)
             },
             syncthing: syncthing)
+    }
+
+    /// `[seal]`: `carrier` wrapped so that everything it holds of `account` is sealed (docs/security.md),
+    /// with this node's signing key and chain ledger beside the store (made on the first sealed start);
+    /// `carrier` itself when the accounts are plain. A phrase that is missing or not one, or an account
+    /// the carrier shows sealed under another key or not sealed at all, stops here, before anything is
+    /// read or applied.
+    static func sealed(_ carrier: any Transport, _ configuration: DaemonConfiguration, account: String, node: NodeID) throws -> any Transport {
+        guard let seal = configuration.seal, seal.enabled else { return carrier }
+        let file = seal.keyFile(for: account)
+        let key: AccountKey
+        do {
+            key = try AccountKey(recoveryPhrase: try SealSettings.key.read(file))
+        } catch let error as SealError {
+            throw DaemonError(.setup, "cannot seal account '\(account)': the recovery phrase in \(file) is not one: \(error)")
+        } catch {
+            throw DaemonError(.setup, "cannot seal account '\(account)': \(error)")
+        }
+        let paths = SealSettings.statePaths(store: configuration.storePath, account: account, node: node.rawValue)
+        let signingKey: NodeSigningKey
+        do {
+            try PrivateDirectory.prepare(URL(fileURLWithPath: paths.signingKey).deletingLastPathComponent().path)
+            signingKey = try NodeSigningKey.loadOrCreate(at: paths.signingKey)
+        } catch {
+            throw DaemonError(.setup, "cannot keep this node's signing key for account '\(account)': \(error)")
+        }
+        let transport = SealedTransport(
+            wrapping: carrier, keyring: SealKeyring(account: account, accountKey: key, signingKey: signingKey), node: node, ledgerPath: paths.ledger)
+        do {
+            try transport.checkAccount()
+        } catch {
+            throw DaemonError(.setup, "cannot sync account '\(account)' sealed: \(error.message); nothing was read, applied or deleted")
+        }
+        return transport
     }
 
     /// `[syncthing]`: after each publish to the shared folder, Syncthing is asked to scan this node's

@@ -16,22 +16,22 @@ public enum Sealer {
     static let zeroLink = [UInt8](repeating: 0, count: 32)
 
     /// An object sealed or opened.
-    public struct Sealed: Sendable {
-        public var header: SealedHeader
+    package struct Sealed: Sendable {
+        package var header: SealedHeader
         /// The sealed bytes (from ``seal(_:first:last:node:content:previous:keyring:)``).
-        public var bytes: [UInt8]
+        package var bytes: [UInt8]
         /// The plain content (from ``open(_:kind:keyring:maximumBytes:)``).
-        public var content: [UInt8]
+        package var content: [UInt8]
         /// The previous link it names (zeros: none).
-        public var previous: [UInt8]
+        package var previous: [UInt8]
         /// Its own link: what the next segment of its node names.
-        public var link: [UInt8]
+        package var link: [UInt8]
         /// The public key it is signed with.
-        public var signer: [UInt8]
+        package var signer: [UInt8]
     }
 
     /// Seals `content` as `kind` of `keyring`'s account, written by `node`.
-    public static func seal(
+    package static func seal(
         _ kind: SealedHeader.Kind, first: UInt64 = 0, last: UInt64 = 0, node: NodeID, content: [UInt8], previous: [UInt8]? = nil,
         keyring: SealKeyring
     ) throws(SealError) -> Sealed {
@@ -70,7 +70,7 @@ public enum Sealer {
     /// Opens a sealed object of `kind`: its structure, key, ciphertext and signature all checked before
     /// any of its content is returned. Where it belongs (node, range, account) is the caller's to check
     /// against where it was found.
-    public static func open(_ bytes: [UInt8], kind: SealedHeader.Kind, keyring: SealKeyring, maximumBytes: Int) throws(SealError) -> Sealed {
+    package static func open(_ bytes: [UInt8], kind: SealedHeader.Kind, keyring: SealKeyring, maximumBytes: Int) throws(SealError) -> Sealed {
         let header: SealedHeader
         let range: Range<Int>
         do {

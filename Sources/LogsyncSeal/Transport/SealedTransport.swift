@@ -41,6 +41,26 @@ public final class SealedTransport: Transport {
 
     public var carrierTransport: any Transport { inner.carrierTransport }
 
+    /// Checks what the carrier already holds of this account before anything is read or applied: other
+    /// nodes' progress records must be sealed, under this node's account key. A carrier that cannot be
+    /// reached now is not an error here (each object is checked as it is read).
+    public func checkAccount() throws(TransportError) {
+        guard let records = try? inner.progressRecords() else { return }
+        for (owner, bytes) in records.sorted(by: { $0.key < $1.key }) where owner != node {
+            guard SealedHeader.isSealed(bytes) else {
+                throw TransportError(
+                    .unsealable,
+                    "account '\(keyring.account)' holds plain progress records (node \(owner)'s): the account is not sealed, and this node is. Every node of an account is sealed or none (docs/security.md)")
+            }
+            guard let header = try? SealedHeader.decode(bytes).header else { continue }
+            do {
+                _ = try keyring.epochKey(header)
+            } catch {
+                throw TransportError(.unsealable, "account '\(keyring.account)' (node \(owner)'s progress record): \(error.message)", cause: error)
+            }
+        }
+    }
+
     static func refusal(_ what: String, _ error: SealError) -> TransportError {
         TransportError(.unsealable, "\(what) \(error.message)", cause: error)
     }

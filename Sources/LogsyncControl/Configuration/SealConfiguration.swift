@@ -1,0 +1,65 @@
+import Foundation
+
+/// The `[seal]` table of syncd.toml: with `enabled = true`, the accounts this daemon syncs are sealed
+/// (`docs/security.md`): everything it puts in the shared folder or on the relay is encrypted under the
+/// account's key and signed by this node, and everything it reads must be. The account key is never
+/// written in syncd.toml: its recovery phrase is read from `key_file`, or from systemd's credentials
+/// (`LoadCredential=logsync-account-key:…`).
+public struct SealSettings: Sendable, Hashable {
+    /// Whether the accounts are sealed (`enabled`).
+    public var enabled: Bool
+    /// The file holding the account's recovery phrase; `{account}` in it stands for the account. Empty
+    /// when not enabled and not set.
+    public var keyFile: String
+
+    /// How the recovery phrase is kept: in `key_file`, or the systemd credential `logsync-account-key`.
+    public static let key = SecretFile(
+        what: "account recovery phrase", source: "the recovery phrase `logsync seal new` printed, or another device's",
+        credential: "logsync-account-key")
+
+    /// The file holding the recovery phrase of `account`'s key.
+    public func keyFile(for account: String) -> String {
+        keyFile.replacingOccurrences(of: RelayConnection.accountPlaceholder, with: account)
+    }
+
+    /// Where a store's seal state is kept: this node's signing key and its chain ledger, beside the
+    /// store, one pair per account and node.
+    public static func statePaths(store: String, account: String, node: String) -> (signingKey: String, ledger: String) {
+        let folder = store + ".seal"
+        return (folder + "/\(account)-\(node).key", folder + "/\(account)-\(node).chain")
+    }
+}
+
+extension DaemonConfiguration {
+    /// The `[seal]` keys, documented in config/syncd.toml like the others.
+    public static let sealKeys: [Key] = [
+        .inTable("seal", "enabled", \.sealEnabled, type: "boolean", default: "false", example: "true",
+                 "seal this daemon's accounts: encrypt and sign everything the carrier holds (docs/security.md)"),
+        .inTable("seal", "key_file", \.seal?.keyFile, type: "string", default: "$CREDENTIALS_DIRECTORY/logsync-account-key", example: "\"account.key\"",
+                 "the file holding the account's recovery phrase (never the phrase itself in this file); {account} in it stands for the account"),
+    ]
+
+    /// Whether `[seal]` is on.
+    public var sealEnabled: Bool { seal?.enabled ?? false }
+
+    /// Reads the `[seal]` entries of `document`; nil when there is no such table.
+    static func sealSettings(from document: ConfigFile, resolve: (String) -> String, environment: [String: String]) throws(ConfigError) -> SealSettings? {
+        let entries = document.entries.filter { $0.table == "seal" }
+        guard !entries.isEmpty else { return nil }
+        var enabled = false
+        var keyFile: String?
+        for entry in entries {
+            let value = TableValue(entry, file: document.path)
+            switch entry.key {
+            case "enabled": enabled = try value.boolean()
+            case "key_file": keyFile = resolve(try value.string())
+            case "key", "recovery_phrase", "phrase":
+                throw SealSettings.key.refusal(key: value.name, fileKey: "seal.key_file", file: document.path, line: entry.line)
+            default: throw value.unknown(known: sealKeys)
+            }
+        }
+        guard enabled else { return SealSettings(enabled: false, keyFile: keyFile ?? "") }
+        let path = try SealSettings.key.path(configured: keyFile, key: "seal.key_file", file: document.path, line: entries[0].line, environment: environment)
+        return SealSettings(enabled: true, keyFile: path)
+    }
+}
