@@ -18,6 +18,7 @@ import Testing
 @Suite("Sealed logs against a lying carrier")
 struct SealedCarrierPropertyTests {
     static let account = "sealed"
+    static let tallyLock = NSLock()
 
     /// One node of the run: its store, its engine, and the carrier's lies to it.
     struct Member {
@@ -104,6 +105,16 @@ struct SealedCarrierPropertyTests {
         }
         #expect(try witness.sync.refusals().isEmpty && witness.sync.quarantined().isEmpty, "seed \(seed): the witness read the honest carrier")
         if !attacking { #expect(attacksMade.isEmpty) }
+        // For long runs: what this seed carried and attacked, one line per seed (docs/security.md).
+        if let tally = ProcessInfo.processInfo.environment["LOGSYNC_SEALED_TALLY"] {
+            Self.tallyLock.lock()
+            defer { Self.tallyLock.unlock() }
+            guard let handle = FileHandle(forWritingAtPath: tally) else { return }
+            handle.seekToEndOfFile()
+            let attacks = attacksMade.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            handle.write(Data("seed \(seed) segments \(carrier.segments(of: Self.account).count) attacks \(attacksMade.values.reduce(0, +)) \(attacks)\n".utf8))
+            try? handle.close()
+        }
     }
 
     /// Makes the carrier lie to `member` about a segment it still needs; returns the attack's kind, nil when
