@@ -128,6 +128,9 @@ let package = Package(
                 "LogsyncCore", "LogsyncDaemon", "LogsyncPlatform", "LogsyncSystemd", .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]),
+        // The decoders of everything a carrier hands over, for libFuzzer (scripts/decoder-fuzz.sh); built
+        // without -sanitize=fuzzer it replays the files it is given (a crash's reproducer).
+        .executableTarget(name: "logsync-fuzz", dependencies: ["LogsyncCore", "LogsyncSeal"]),
         .executableTarget(
             name: "syncctl",
             dependencies: ["LogsyncControl", "LogsyncCore", "LogsyncPlatform", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
@@ -157,6 +160,7 @@ let package = Package(
                 "LogsyncContexts",
                 "LogsyncCore",
                 "LogsyncPlatform",
+                "LogsyncSeal",
                 "LogsyncStore",
                 "LogsyncSync",
                 "LogsyncTestKit",

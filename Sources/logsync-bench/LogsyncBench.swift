@@ -34,6 +34,7 @@ struct LogsyncBench: ParsableCommand {
             BootstrapSuite.self,
             UpgradeSuite.self,
             SoakSuite.self,
+            SealSuite.self,
         ])
 }
 

@@ -46,6 +46,7 @@ extension RelaySuite {
         Report.emit(metric("pushes_vs_pgbench", rate / max(ceiling, 1), unit: "x", goal: 0.5, .higher))
         Report.emit(metric("relay_cpu_us_per_push", cpu.relay, unit: "µs", goal: nil, .lower, decimals: 1))
         Report.emit(metric("database_cpu_us_per_push", cpu.database, unit: "µs", goal: nil, .lower, decimals: 1))
+        try emitSealedPushes(relays: [a, b], perPusher: pushesPerPusher, databaseCPU: databaseCPU, plainRate: rate)
 
         let fanOut = try measureFanOut(waitOn: b, pushTo: a, rounds: fanOutRounds)
         Report.progress("  fan-out of one push on A to \(Self.waiters) long-polls on B, \(fanOut.count) answers: " + LatencySuite.summary(fanOut, timeouts: 0))

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LogsyncTestKit
 import LogsyncCore
+import LogsyncSeal
 import LogsyncPlatform
 import LogsyncRelayTransport
 import LogsyncStore
@@ -58,6 +59,7 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
             let (rate, cpu) = try measurePushes(relays: [relay], perPusher: pushesPerPusher)
             Report.emit(metric("pushes_per_s", rate, unit: "pushes/s", goal: 10_000, .higher, decimals: 0))
             Report.emit(metric("relay_cpu_us_per_push", cpu.relay, unit: "µs", goal: nil, .lower, decimals: 1))
+            try emitSealedPushes(relays: [relay], perPusher: pushesPerPusher, plainRate: rate)
 
             let fanOut = try measureFanOut(waitOn: relay, pushTo: relay, rounds: fanOutRounds)
             Report.progress("  fan-out of one push to \(Self.waiters) long-polls, \(fanOut.count) answers: " + LatencySuite.summary(fanOut, timeouts: 0))
@@ -96,18 +98,27 @@ struct RelaySuite: ParsableCommand, BenchmarkSuite {
     /// acknowledgements come back, spread over `relays` (pusher i on relay i mod n). Every acknowledgement
     /// is durable (fsynced, shared by a group commit). Also the relays' CPU per push, and the database's
     /// (`databaseCPU`, PostgreSQL's processes) when given.
+    /// With `sealed`, every segment is sealed first (untimed), as a sealed account's nodes push them
+    /// (`docs/security.md`).
     func measurePushes(
-        relays: [BenchRelay], perPusher: Int, databaseCPU: (() -> Double)? = nil
+        relays: [BenchRelay], perPusher: Int, databaseCPU: (() -> Double)? = nil, sealed: AccountKey? = nil
     ) throws -> (rate: Double, cpu: (relay: Double, database: Double)) {
         let relay = relays[0]
         let token = try relay.admin(["token", "issue", Self.account])
-        Report.progress("pushes: \(Self.pushers) pushers × \(perPusher) one-transaction segments, durable acknowledgements")
+        Report.progress("pushes: \(Self.pushers) pushers × \(perPusher) one-transaction segments\(sealed == nil ? "" : ", sealed"), durable acknowledgements")
         let prepared: [(NodeID, [[UInt8]])] = try (0..<Self.pushers).map { _ in
             let node = NodeID(UUID().uuidString.lowercased())
+            let keyring = sealed.map { SealKeyring(account: Self.account, accountKey: $0, signingKey: NodeSigningKey()) }
+            var previous: [UInt8]?
             let segments = try (1...perPusher).map { sequence in
-                try SegmentEncoder.encode(
+                let plain = try SegmentEncoder.encode(
                     schemaVersion: 1, account: Self.account, node: node,
                     transactions: [NoteFixture.transaction(sequence: UInt64(sequence))])
+                guard let keyring else { return plain }
+                let made = try Sealer.seal(
+                    .segment, first: UInt64(sequence), last: UInt64(sequence), node: node, content: plain, previous: previous, keyring: keyring)
+                previous = made.link
+                return made.bytes
             }
             return (node, segments)
         }
@@ -325,5 +336,16 @@ final class BenchRelay: Sendable {
             guard written > 0 else { throw BenchError("send: errno \(errno)") }
             offset += written
         }
+    }
+}
+
+extension RelaySuite {
+    /// The same pushes sealed (`docs/security.md`), on the same relays right after the plain ones: the rate
+    /// and its ratio to the plain rate of this run.
+    func emitSealedPushes(relays: [BenchRelay], perPusher: Int, databaseCPU: (() -> Double)? = nil, plainRate: Double) throws {
+        let (sealedRate, _) = try measurePushes(relays: relays, perPusher: perPusher, databaseCPU: databaseCPU, sealed: AccountKey.random())
+        Report.progress("  sealed: \(grouped(Int(sealedRate))) pushes/s against \(grouped(Int(plainRate))) plain")
+        Report.emit(metric("pushes_per_s_sealed", sealedRate, unit: "pushes/s", goal: nil, .higher, decimals: 0))
+        Report.emit(metric("sealed_pushes_vs_plain", sealedRate / plainRate, unit: "x", goal: 0.95, .higher, decimals: 3))
     }
 }
