@@ -44,6 +44,9 @@ BASELINES = {
     "pushes_vs_pgbench": "pgbench one-row inserts, as many clients, the same database",
     "upgrade_vs_open": "opening the same store under its own schema",
     "mixed_import_vs_same": "a version-1 node importing a version-1 writer's rows",
+    "sealed_bytes_per_change_over_plain": "the same segments plain",
+    "replay_sealed_vs_plain": "the engine replaying the same segments plain",
+    "sealed_pushes_vs_plain": "the same pushes plain, to the same relay",
 }
 # The metrics of the current table, in order: the design brief's goals, and the figures they rest on.
 TABLE = [
@@ -55,8 +58,9 @@ TABLE = [
     ("bootstrap", ["bootstrap_1m_s", "bootstrap_peak_rss_mb", "bootstrap_vs_plain", "bootstrap_vs_replay"]),
     ("upgrade", ["upgrade_1m_ms", "upgrade_vs_open", "mixed_import_vs_same"]),
     ("scale", ["arrival_cpu_100k_vs_1k", "dir_p50_ms_100k", "soak_cpu_growth"]),
-    ("relay", ["pushes_per_s", "longpoll_p99_ms", "relay_p50_ms", "relay_p99_ms"]),
-    ("relay-postgres", ["pushes_per_s", "pushes_vs_pgbench", "relay_cpu_us_per_push", "longpoll_p99_ms", "cross_relay_wake_p50_ms",
+    ("seal", ["sealed_bytes_per_change_over_plain", "replay_sealed_vs_plain", "seal_mb_per_s", "open_mb_per_s"]),
+    ("relay", ["pushes_per_s", "sealed_pushes_vs_plain", "longpoll_p99_ms", "relay_p50_ms", "relay_p99_ms"]),
+    ("relay-postgres", ["pushes_per_s", "sealed_pushes_vs_plain", "pushes_vs_pgbench", "relay_cpu_us_per_push", "longpoll_p99_ms", "cross_relay_wake_p50_ms",
                         "load_errors", "idle_longpoll_kb"]),
 ]
 
