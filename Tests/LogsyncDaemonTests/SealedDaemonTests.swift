@@ -61,6 +61,10 @@ struct SealedDaemonTests {
         #expect(try await d.syncctl(["trigger"]).status == 0)
         let list = try await d.syncctl(["quarantine", "list"])
         #expect(list.stdout.contains("it is sealed"), "\(list)")
+        // The same reason in peers and the journal.
+        let peers = try await d.syncctl(["peers"])
+        #expect(peers.stdout.contains("it is sealed"), "\(peers)")
+        try await d.awaitLog("it is sealed")
         #expect(try d.openStore().read("SELECT count(*) FROM Note") == [[.integer(0)]])
         for node in [a, b, d] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
