@@ -18,7 +18,7 @@ struct Syncctl: ParsableCommand {
             reload that failed (syncd keeps its configuration).
             """,
         version: LogsyncVersion.current,
-        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Prune.self, Quarantine.self, Account.self]
+        subcommands: [Trigger.self, Status.self, Peers.self, History.self, Watch.self, Reload.self, Check.self, Prune.self, Quarantine.self, Account.self, Devices.self]
     )
 }
 
@@ -268,6 +268,34 @@ struct Peers: ParsableCommand {
         let peers = try connection.required(connection.request(.peers).peers, "peers")
         if connection.json { return connection.printJSON(peers) }
         for peer in peers { print(describe(peer)) }
+    }
+}
+
+struct Devices: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A sealed account's devices: this node's signing key and the key each other node signs with (docs/security.md).",
+        subcommands: [List.self], defaultSubcommand: List.self)
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The account key's fingerprint, this node's signing key's, and every other node's whose objects were opened here.")
+
+        @OptionGroup var connection: Connection
+
+        func run() throws {
+            let report = try connection.required(connection.request(.devices).devices, "devices")
+            if connection.json { return connection.printJSON(report) }
+            guard report.sealed else {
+                print("account \(report.account) is not sealed (docs/security.md: [seal] in syncd.toml)")
+                return
+            }
+            print("account    \(report.account), sealed, account key \(report.accountKey ?? "?")")
+            if let this = report.this { print("this node  \(this.node)  key \(this.fingerprint)") }
+            print(report.others.isEmpty ? "others     none seen yet" : "others")
+            for device in report.others {
+                print("  \(device.node)  key \(device.fingerprint)  verified through sequence \(device.verifiedThrough)")
+            }
+        }
     }
 }
 

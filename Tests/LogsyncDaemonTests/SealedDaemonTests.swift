@@ -48,6 +48,18 @@ struct SealedDaemonTests {
             #expect(found.isEmpty, "readable in \(path): \(found)")
         }
         #expect(files >= 2)
+        // Each node shows its own signing key, and the other's as it verified it: the same fingerprints.
+        let (fromA, fromB) = (try await a.syncctl(["devices", "list", "--json"]), try await b.syncctl(["devices", "list", "--json"]))
+        func devices(_ text: String) throws -> [String: Any] { try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:] }
+        let (listA, listB) = (try devices(fromA.stdout), try devices(fromB.stdout))
+        let thisA = listA["this"] as? [String: Any], thisB = listB["this"] as? [String: Any]
+        let othersA = listA["others"] as? [[String: Any]] ?? [], othersB = listB["others"] as? [[String: Any]] ?? []
+        #expect(listA["sealed"] as? Bool == true && listA["account_key"] as? String == listB["account_key"] as? String, "\(fromA)")
+        #expect(othersA.count == 1 && othersA.first?["fingerprint"] as? String == thisB?["fingerprint"] as? String, "\(fromA) \(fromB)")
+        #expect(othersB.count == 1 && othersB.first?["fingerprint"] as? String == thisA?["fingerprint"] as? String, "\(fromA) \(fromB)")
+        #expect(othersA.first?["node"] as? String == b.nodeID && (othersA.first?["verified_through"] as? Int ?? 0) >= 1)
+        let text = try await a.syncctl(["devices"])
+        #expect(text.status == 0 && text.stdout.contains("sealed, account key") && text.stdout.contains(b.nodeID ?? "?"), "\(text)")
         // Another key: syncd stops at start, naming the keys, and applies nothing.
         let c = try cluster.addNode("c", tables: sealed(otherKey))
         await #expect(throws: (any Error).self) { try await c.start(timeout: .seconds(30)) }
@@ -66,6 +78,8 @@ struct SealedDaemonTests {
         #expect(peers.stdout.contains("it is sealed"), "\(peers)")
         try await d.awaitLog("it is sealed")
         #expect(try d.openStore().read("SELECT count(*) FROM Note") == [[.integer(0)]])
+        let plainDevices = try await d.syncctl(["devices"])
+        #expect(plainDevices.status == 0 && plainDevices.stdout.contains("is not sealed"), "\(plainDevices)")
         for node in [a, b, d] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
 }

@@ -40,6 +40,9 @@ public struct ControlRequest: Codable, Sendable {
         /// Refused and divergent segments (`quarantine_list`); forget a refusal so the segment is tried
         /// again (`quarantine_release`); give up on a refused segment (`quarantine_drop`).
         case quarantineList = "quarantine_list", quarantineRelease = "quarantine_release", quarantineDrop = "quarantine_drop"
+        /// A sealed account's devices: this node's signing key and the keys other nodes sign with
+        /// (`docs/security.md`).
+        case devices
     }
 
     public init(
@@ -84,6 +87,8 @@ public struct ControlResponse: Codable, Sendable {
     public var retention: RetentionStatus?
     /// For the `quarantine_*` commands: what is refused, divergent and dropped after the command.
     public var quarantine: QuarantineReport?
+    /// For `devices`: whether the account is sealed, and its devices' keys.
+    public var devices: DeviceReport?
 
     public init(id: Int, ok: Bool = true) {
         self.version = ControlProtocol.version
@@ -92,7 +97,7 @@ public struct ControlResponse: Codable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts, retention, quarantine
+        case version = "v", id, ok, error, status, trigger, peers, history, event, reload, check, accounts, retention, quarantine, devices
     }
 }
 
@@ -596,6 +601,49 @@ public struct DroppedEntry: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case node, firstSequence = "first_seq", lastSequence = "last_seq", segment, reason, at
+    }
+}
+
+/// What `syncctl devices list` shows: a sealed account's account key, this node's signing key, and the
+/// signing key each other node's objects were verified with (`docs/security.md`).
+public struct DeviceReport: Codable, Sendable, Hashable {
+    public struct Device: Codable, Sendable, Hashable {
+        public var node: String
+        /// The signing key's fingerprint (the first 8 bytes of its SHA-256, in groups of four hex digits).
+        public var fingerprint: String
+        /// The last sequence of the node's newest segment verified here (0: none yet, only other objects).
+        public var verifiedThrough: UInt64
+
+        public init(node: String, fingerprint: String, verifiedThrough: UInt64) {
+            self.node = node
+            self.fingerprint = fingerprint
+            self.verifiedThrough = verifiedThrough
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case node, fingerprint, verifiedThrough = "verified_through"
+        }
+    }
+
+    public var account: String
+    public var sealed: Bool
+    /// The account key's fingerprint (its key id), the same on every device that holds the key.
+    public var accountKey: String?
+    /// This node, with its own signing key.
+    public var this: Device?
+    /// Every other node whose objects this node has opened, with the key they are signed with.
+    public var others: [Device]
+
+    public init(account: String, sealed: Bool, accountKey: String? = nil, this: Device? = nil, others: [Device] = []) {
+        self.account = account
+        self.sealed = sealed
+        self.accountKey = accountKey
+        self.this = this
+        self.others = others
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case account, sealed, accountKey = "account_key", this, others
     }
 }
 

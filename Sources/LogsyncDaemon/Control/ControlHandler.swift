@@ -2,6 +2,7 @@ import Logging
 import LogsyncControl
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncSeal
 import LogsyncStore
 import LogsyncSync
 import LogsyncSystemd
@@ -72,6 +73,8 @@ struct ControlHandler: Sendable {
                 } else if !result.complete {
                     fail(.timeout, "the check did not finish in time (nothing wrong up to there)")
                 }
+            case .devices:
+                response.devices = devices()
             case .prune, .prunePlan:
                 guard let engine = mount.engine else {
                     fail(.syncFailed, switcher.notSyncing() ?? "no store is mounted")
@@ -129,5 +132,19 @@ struct ControlHandler: Sendable {
             board.tellSystemd()
         }
         return CheckResult(intact: report.isIntact, complete: report.complete, problems: report.problems, elapsedMilliseconds: milliseconds)
+    }
+}
+
+extension ControlHandler {
+    /// The mounted account's devices: its keys when sealed (`docs/security.md`), or that it is not.
+    func devices() -> DeviceReport {
+        let mounted = mount.current
+        let account = mounted?.account ?? ""
+        guard let sealed = mounted?.transport as? SealedTransport else { return DeviceReport(account: account, sealed: false) }
+        let (own, others) = sealed.devices()
+        return DeviceReport(
+            account: account, sealed: true, accountKey: sealed.keyring.fingerprint,
+            this: DeviceReport.Device(node: mounted?.store.nodeID ?? "", fingerprint: own, verifiedThrough: 0),
+            others: others.map { DeviceReport.Device(node: $0.node.rawValue, fingerprint: $0.fingerprint, verifiedThrough: $0.verifiedThrough) })
     }
 }

@@ -20,6 +20,9 @@ public struct SealKeyring: Sendable {
         self.signingKey = signingKey
     }
 
+    /// The account key's fingerprint: its key id as hex, as ``AccountKey/fingerprint`` shows it.
+    public var fingerprint: String { Self.hex(keyID) }
+
     func epochKey(_ header: SealedHeader) throws(SealError) -> SymmetricKey {
         guard header.keyID == keyID else {
             throw SealError(

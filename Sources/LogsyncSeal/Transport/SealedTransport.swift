@@ -61,6 +61,16 @@ public final class SealedTransport: Transport {
         }
     }
 
+    /// This node's signing key's fingerprint, and per other node whose objects were opened here, the
+    /// fingerprint of the key they are signed with and the newest sequence verified in order.
+    public func devices() -> (own: String, others: [(node: NodeID, fingerprint: String, verifiedThrough: UInt64)]) {
+        let peers = ledger.withLock { $0.state.peers }
+        return (
+            keyring.signingKey.fingerprint,
+            peers.sorted { $0.key < $1.key }.map { (NodeID($0.key), NodeSigningKey.fingerprint(of: Hex.decode($0.value.signer) ?? []), $0.value.last) }
+        )
+    }
+
     static func refusal(_ what: String, _ error: SealError) -> TransportError {
         TransportError(.unsealable, "\(what) \(error.message)", cause: error)
     }
