@@ -385,7 +385,16 @@ public final class SyncEngine: Sendable {
             try quarantine(name, reason: "overlaps sequences already applied from other segments of this node", location: location, into: &report)
             return
         }
-        guard let bytes = try? transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes) else { return }
+        let bytes: [UInt8]
+        do {
+            bytes = try transport.read(name, maximumBytes: configuration.limits.maxSegmentBytes)
+        } catch where error.code == .unsealable {
+            // A sealed account's applied segment that now fails its seal, or comes back from another history.
+            try quarantine(name, reason: error.message, location: location, into: &report)
+            return
+        } catch {
+            return
+        }
         if Self.checksum(bytes) != applied.checksum {
             try quarantine(name, reason: "same node and sequences as an applied segment, different content", location: location, into: &report)
         }

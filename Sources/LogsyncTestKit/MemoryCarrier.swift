@@ -143,7 +143,7 @@ final class MemoryTransport: Transport {
         do {
             try consume(bytes)
         } catch {
-            throw TransportError(.io, "reading the baseline \(name): \(error)")
+            throw TransportError(.io, "reading the baseline \(name): \(error)", cause: error)
         }
     }
 

@@ -395,7 +395,8 @@ public struct DirectoryTransport: Transport {
         } catch let error as SystemError {
             throw TransportError(.io, "cannot read baseline \(target)\(Self.hint(error))", path: target, cause: error)
         } catch {
-            throw TransportError(.io, "cannot read baseline \(target): \(error)", path: target)
+            // What the reader threw (a sealed baseline that fails its seal), kept as the cause.
+            throw TransportError(.io, "cannot read baseline \(target): \(error)", path: target, cause: error)
         }
     }
 

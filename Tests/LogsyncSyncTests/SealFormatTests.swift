@@ -144,6 +144,13 @@ struct SealFormatTests {
             swapped.swapAt(1, 2)
             #expect(throws: SealError.self) { try open(swapped.flatMap { $0 }, pieces: 4) }
         }
+        // Nothing but the signature may follow the last chunk, and nothing is buffered past it.
+        var padded = BaselineOpener(node: Self.node, transactionCount: 77, frontierDigest: 0xabc, keyring: Self.keyring)
+        #expect(throws: SealError.self) { _ = try padded.feed(sealed + [UInt8](repeating: 0, count: 4_096)) }
+        // The same name sealed again (the same frontier after a schema upgrade) gets another key.
+        var again = try BaselineSealer(transactionCount: 77, frontierDigest: 0xabc, node: Self.node, keyring: Self.keyring)
+        let other = try again.seal(Array(plain.prefix(100)), last: true)
+        #expect(Array(other.prefix(80)) != Array(sealed.prefix(80)), "two baselines of one name share a salt")
         // Another baseline's name: refused before anything is handed on.
         var misnamed = BaselineOpener(node: Self.node, transactionCount: 78, frontierDigest: 0xabc, keyring: Self.keyring)
         #expect(throws: SealError.self) { try misnamed.feed(sealed) }

@@ -86,7 +86,7 @@ struct SealedTransportTests {
         }
     }
 
-    @Test("a second history of a node's sequences, a new signer for a node, and a progress record rolled back are refused; the wrong key says so")
+    @Test("a second history of a node's sequences and a new signer for a node are refused, a progress record rolled back is reported and the newer one kept; the wrong key says so")
     func attacksThatNeedMemory() throws {
         let cluster = try SyncCluster("sealmemory")
         let carrier = MemoryCarrier()
@@ -137,7 +137,8 @@ struct SealedTransportTests {
         try writer.publishProgress(record(at: 2_000))
         #expect(try reader.progressRecords()[writerNode] != nil)
         adversary.serveProgress(of: writerNode, old)
-        #expect(try reader.progressRecords()[writerNode] == nil, "a rolled-back record was taken")
+        let served = try reader.progressRecords()[writerNode].map { try ProgressRecord(decoding: $0) }
+        #expect(served?.activeAtMilliseconds == 2_000, "a rolled-back record was taken instead of the newer one: \(String(describing: served))")
         let ignored = try reader.refresh(excluding: NodeID(readerStore.nodeID)).ignored
         #expect(ignored.contains { "\($0.reason)".contains("rolled back") }, "\(ignored)")
         // The wrong key: every object refused, naming the key.
@@ -147,6 +148,67 @@ struct SealedTransportTests {
             Issue.record("read under the wrong key")
         } catch {
             #expect(error.code == .unsealable && error.message.contains("recovery phrase"), "\(error)")
+        }
+    }
+
+    @Test("segments pushed again sealed anew — a carrier that lost history, a writer that lost its ledger — are the same segments, not another history")
+    func resealedSegmentsAreTheSame() throws {
+        let cluster = try SyncCluster("sealreset")
+        let key = AccountKey.random()
+        let writerStore = try cluster.store("writer"), readerStore = try cluster.store("reader")
+        let writerNode = NodeID(writerStore.nodeID)
+        let signer = NodeSigningKey()
+        let before = MemoryCarrier()
+        let writer = Self.sealed(before.transport(account: Self.account, node: writerNode), writerStore, key: key, ledger: cluster.directory.file("w1.chain"), signer: signer)
+        func segment(_ sequence: UInt64) throws -> [UInt8] {
+            try SegmentFixtures.segment(account: Self.account, node: writerNode.rawValue, first: sequence, last: sequence, title: "n\(sequence)")
+        }
+        let plain = try (1...6).map(segment)
+        for (index, bytes) in plain.enumerated() {
+            try writer.publish(SegmentName(node: writerNode, firstSequence: UInt64(index + 1), lastSequence: UInt64(index + 1)), bytes: bytes)
+        }
+        let readerLedger = cluster.directory.file("reader.chain")
+        let reader = Self.sealed(before.transport(account: Self.account, node: NodeID(readerStore.nodeID)), readerStore, key: key, ledger: readerLedger)
+        for sequence in UInt64(1)...4 { _ = try reader.read(SegmentName(node: writerNode, firstSequence: sequence, lastSequence: sequence), maximumBytes: 1 << 20) }
+        _ = try reader.refresh(excluding: NodeID(readerStore.nodeID))
+        // The carrier loses everything; the writer, which also lost its ledger, pushes again from 3 (what
+        // it kept) and writes 7: every link differs from the first time.
+        let after = MemoryCarrier()
+        let again = Self.sealed(after.transport(account: Self.account, node: writerNode), writerStore, key: key, ledger: cluster.directory.file("w2.chain"), signer: signer)
+        for sequence in UInt64(3)...6 { try again.publish(SegmentName(node: writerNode, firstSequence: sequence, lastSequence: sequence), bytes: plain[Int(sequence) - 1]) }
+        try again.publish(SegmentName(node: writerNode, firstSequence: 7, lastSequence: 7), bytes: try segment(7))
+        let resumed = Self.sealed(after.transport(account: Self.account, node: NodeID(readerStore.nodeID)), readerStore, key: key, ledger: readerLedger)
+        // The reader had verified through 4: it goes on at 5, whose predecessor is 4 sealed anew.
+        for sequence in UInt64(5)...7 {
+            let name = SegmentName(node: writerNode, firstSequence: sequence, lastSequence: sequence)
+            #expect(throws: Never.self, "sequence \(sequence) pushed again") { _ = try resumed.read(name, maximumBytes: 1 << 20) }
+        }
+        // Another history under the pushed-again chain is still one.
+        let forked = try Sealer.seal(
+            .segment, first: 7, last: 7, node: writerNode, content: try segment(7) + [], previous: nil,
+            keyring: SealKeyring(account: Self.account, accountKey: key, signingKey: signer))
+        let adversary = AdversarialTransport(wrapping: after.transport(account: Self.account, node: NodeID(readerStore.nodeID)))
+        let watched = Self.sealed(adversary, readerStore, key: key, ledger: readerLedger)
+        let eight = try SegmentFixtures.segment(account: Self.account, node: writerNode.rawValue, first: 8, last: 8, title: "other")
+        adversary.attack(
+            SegmentName(node: writerNode, firstSequence: 8, lastSequence: 8),
+            .serve(try Sealer.seal(.segment, first: 8, last: 8, node: writerNode, content: eight, previous: [UInt8](repeating: 9, count: 32), keyring: SealKeyring(account: Self.account, accountKey: key, signingKey: signer)).bytes, kind: "fork"))
+        _ = forked
+        _ = try watched.read(SegmentName(node: writerNode, firstSequence: 7, lastSequence: 7), maximumBytes: 1 << 20)
+        #expect(throws: TransportError.self) { _ = try watched.read(SegmentName(node: writerNode, firstSequence: 8, lastSequence: 8), maximumBytes: 1 << 20) }
+    }
+
+    @Test("an unreadable chain ledger stops the daemon's check instead of starting the checks afresh unnoticed")
+    func unreadableLedger() throws {
+        let cluster = try SyncCluster("sealledger")
+        let store = try cluster.store("a")
+        let path = try cluster.directory.write("a.chain", "not json")
+        let transport = Self.sealed(MemoryCarrier().transport(account: Self.account, node: NodeID(store.nodeID)), store, key: AccountKey.random(), ledger: path)
+        do {
+            try transport.checkAccount()
+            Issue.record("an unreadable ledger was taken as empty")
+        } catch {
+            #expect(error.message.contains("cannot be read"), "\(error)")
         }
     }
 }

@@ -27,8 +27,9 @@ package struct SealedHeader: Sendable, Hashable {
     /// for a progress record.
     package var first: UInt64
     package var last: UInt64
-    /// 16 random bytes: the object's key is derived from the epoch key, its identity and these, so that no
-    /// two objects ever share a key (and so a nonce), even two a restored node writes under one name.
+    /// 16 bytes that make the object's key its own: for a segment or progress record, keyed by the epoch
+    /// key over everything its plaintext holds (the same object sealed again is the same bytes; any other
+    /// plaintext under the same name gets another key); for a baseline, random.
     package var salt: [UInt8]
     package var account: String
     package var node: NodeID

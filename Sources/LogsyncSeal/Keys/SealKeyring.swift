@@ -42,17 +42,24 @@ public struct SealKeyring: Sendable {
             inputKeyMaterial: try epochKey(header), salt: header.salt, info: Array("logsync sealed object v1".utf8) + headerBytes, outputByteCount: 32)
     }
 
-    /// The salt of an object: keyed by the epoch key over what the object holds, so that sealing the same
-    /// content again gives the same bytes (a publish that is retried), and different content a different
-    /// key.
+    /// The salt of a segment or progress record: keyed by the epoch key over everything its plaintext
+    /// holds (identity, previous link, signer, content), so that sealing the same object again gives the
+    /// same bytes (a publish that is retried), and any other plaintext under the same name another key.
     func salt(epoch: UInt32, identity: [UInt8], content: [UInt8], previous: [UInt8]) throws(SealError) -> [UInt8] {
         guard let key = epochKeys[epoch] else { throw SealError(.unknownEpoch, "no key for epoch \(epoch)") }
         var mac = HMAC<SHA256>(key: SymmetricKey(data: key))
         mac.update(data: Array("logsync salt".utf8))
         mac.update(data: identity)
         mac.update(data: previous)
+        mac.update(data: signingKey.publicKey)
         mac.update(data: Array(SHA256.hash(data: content)))
         return Array(Array(mac.finalize()).prefix(SealedHeader.saltByteCount))
+    }
+
+    /// A random salt, for a baseline: its content is streamed, so it cannot key its own salt, and two
+    /// baselines of one name (the same frontier written again after a schema upgrade) must not share a key.
+    static func randomSalt() -> [UInt8] {
+        SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
     }
 
     static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }

@@ -25,8 +25,7 @@ public struct BaselineSealer {
         var header = SealedHeader(
             kind: .baseline, keyEpoch: keyring.currentEpoch, keyID: keyring.keyID, first: transactionCount, last: frontierDigest,
             salt: [UInt8](repeating: 0, count: SealedHeader.saltByteCount), account: keyring.account, node: node)
-        // The same frontier has the same plain bytes; the salt needs only to differ between epochs and names.
-        header.salt = try keyring.salt(epoch: keyring.currentEpoch, identity: header.encoded(), content: [], previous: [])
+        header.salt = SealKeyring.randomSalt()
         self.header = header
         headerBytes = header.encoded()
         key = try keyring.objectKey(header, headerBytes: headerBytes)
@@ -88,6 +87,10 @@ public struct BaselineOpener {
 
     public mutating func feed(_ bytes: [UInt8]) throws(SealError) -> [UInt8] {
         buffer += bytes
+        // After the last chunk only the signature may follow.
+        guard !ended || buffer.count <= SealedHeader.signatureByteCount else {
+            throw SealError(.unauthentic, "\(buffer.count) bytes follow the last chunk instead of a signature of \(SealedHeader.signatureByteCount)")
+        }
         var plain: [UInt8] = []
         if header == nil {
             guard buffer.count >= 8 else { return [] }
@@ -152,6 +155,9 @@ public struct BaselineOpener {
             if last == 1 {
                 ended = true
                 digest = Array(hash.finalize())
+                guard buffer.count <= SealedHeader.signatureByteCount else {
+                    throw SealError(.unauthentic, "\(buffer.count) bytes follow the last chunk instead of a signature of \(SealedHeader.signatureByteCount)")
+                }
             }
         }
         return plain

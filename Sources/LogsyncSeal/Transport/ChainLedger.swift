@@ -11,9 +11,12 @@ struct ChainLedger: Codable, Sendable, Equatable {
     struct Peer: Codable, Sendable, Equatable {
         /// Hex of the node's public signing key, pinned when its first object was opened.
         var signer: String
-        /// The newest segment verified in order: its last sequence and link (hex).
+        /// The newest segment verified in order: its range, link (hex) and the SHA-256 of its plain bytes
+        /// (hex), which tells a segment sealed again from another history.
+        var first: UInt64?
         var last: UInt64 = 0
         var link: String = ""
+        var content: String?
         /// The newest progress record's time (milliseconds) seen from this node.
         var progressAt: UInt64 = 0
     }
@@ -30,11 +33,12 @@ struct ChainLedger: Codable, Sendable, Equatable {
 
     static let ownLinksKept = 512
 
-    static func load(_ path: String) -> ChainLedger {
-        guard let data = FileManager.default.contents(atPath: path), let ledger = try? JSONDecoder().decode(ChainLedger.self, from: data) else {
-            return ChainLedger()
-        }
-        return ledger
+    /// The ledger at `path`: empty when there is no file yet; nil when a file is there and cannot be read
+    /// (checks would silently start afresh: the daemon refuses to start instead, ``SealedTransport/checkAccount()``).
+    static func load(_ path: String) -> ChainLedger? {
+        guard FileManager.default.fileExists(atPath: path) else { return ChainLedger() }
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        return try? JSONDecoder().decode(ChainLedger.self, from: data)
     }
 
     func save(_ path: String) throws(SystemError) {

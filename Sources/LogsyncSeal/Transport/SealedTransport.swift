@@ -1,3 +1,4 @@
+import Crypto
 import LogsyncCore
 import LogsyncPlatform
 import LogsyncTransport
@@ -25,8 +26,13 @@ public final class SealedTransport: Transport {
     /// Where the ledger is kept; nil: in memory only.
     let ledgerPath: String?
     let ledger: Mutex<(state: ChainLedger, dirty: Bool)>
+    /// Whether the ledger file was there and could not be read.
+    let ledgerUnreadable: Bool
     /// Progress records that failed their seal at the last read, for the next view's ignored files.
     let refusedRecords = Mutex<[IgnoredFile]>([])
+    /// The newest progress record read from each other node (its plain bytes), served in place of an
+    /// older one the carrier hands over later.
+    let newestRecords = Mutex<[NodeID: [UInt8]]>([:])
 
     /// What a sealed object may add to its plain content: header, length, prefix, padding, tag, signature.
     public static let overheadBytes = 8 * 1_024
@@ -36,28 +42,49 @@ public final class SealedTransport: Transport {
         self.keyring = keyring
         self.node = node
         self.ledgerPath = ledgerPath
-        ledger = Mutex((ledgerPath.map(ChainLedger.load) ?? ChainLedger(), false))
+        let loaded = ledgerPath.map(ChainLedger.load) ?? ChainLedger()
+        ledgerUnreadable = loaded == nil
+        ledger = Mutex((loaded ?? ChainLedger(), false))
     }
 
     public var carrierTransport: any Transport { inner.carrierTransport }
 
-    /// Checks what the carrier already holds of this account before anything is read or applied: other
-    /// nodes' progress records must be sealed, under this node's account key. A carrier that cannot be
-    /// reached now is not an error here (each object is checked as it is read).
+    /// Checks what the carrier already holds of this account before anything is read or applied: when
+    /// other nodes' progress records are there and not one of them opens under this node's account key,
+    /// either they are sealed under another key (this node was given the wrong phrase) or they are all
+    /// plain (the account is not sealed): both stop here. One record that opens is proof enough that the
+    /// key is right; the others are then the carrier's or a broken writer's, refused one by one as they
+    /// are read. A carrier that cannot be reached now is not an error here (each object is checked as it
+    /// is read).
     public func checkAccount() throws(TransportError) {
+        if ledgerUnreadable, let ledgerPath {
+            throw TransportError(
+                .unsealable,
+                "the chain ledger \(ledgerPath) cannot be read: without it the checks of other nodes' chains would start afresh unnoticed. Move it aside to start them afresh knowingly (docs/security.md)",
+                path: ledgerPath)
+        }
         guard let records = try? inner.progressRecords() else { return }
+        var foreign: (owner: NodeID, problem: String)?
+        var plain: NodeID?
         for (owner, bytes) in records.sorted(by: { $0.key < $1.key }) where owner != node {
             guard SealedHeader.isSealed(bytes) else {
-                throw TransportError(
-                    .unsealable,
-                    "account '\(keyring.account)' holds plain progress records (node \(owner)'s): the account is not sealed, and this node is. Every node of an account is sealed or none (docs/security.md)")
+                plain = plain ?? owner
+                continue
             }
-            guard let header = try? SealedHeader.decode(bytes).header else { continue }
             do {
-                _ = try keyring.epochKey(header)
-            } catch {
-                throw TransportError(.unsealable, "account '\(keyring.account)' (node \(owner)'s progress record): \(error.message)", cause: error)
-            }
+                let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
+                if opened.header.account == keyring.account { return }
+            } catch where error.code == .wrongKey || error.code == .unknownEpoch {
+                foreign = foreign ?? (owner, error.message)
+            } catch {}
+        }
+        if let foreign {
+            throw TransportError(.unsealable, "account '\(keyring.account)' (node \(foreign.owner)'s progress record): \(foreign.problem)")
+        }
+        if let plain {
+            throw TransportError(
+                .unsealable,
+                "account '\(keyring.account)' holds only plain progress records (node \(plain)'s among them) and none sealed under this key: the account's other nodes sync it unsealed. Every node of an account is sealed with the same key or none is; do not turn [seal] off on this node to match them unless the account is meant to be plain (docs/security.md)")
         }
     }
 
@@ -102,10 +129,11 @@ public final class SealedTransport: Transport {
     private func record(own name: SegmentName, link: [UInt8]) throws(TransportError) {
         let state = ledger.withLock { held in
             held.state.recordOwn(first: name.firstSequence, last: name.lastSequence, link: link)
-            held.dirty = false
+            held.dirty = true
             return held.state
         }
         try save(state)
+        ledger.withLock { held in if held.state == state { held.dirty = false } }
     }
 
     private func save(_ state: ChainLedger) throws(TransportError) {
@@ -130,21 +158,44 @@ public final class SealedTransport: Transport {
         guard opened.content.count <= maximumBytes else {
             throw TransportError(.tooLarge, "segment \(name) holds \(opened.content.count) bytes, over \(maximumBytes)")
         }
+        let content = Hex.encode(Array(SHA256.hash(data: opened.content)))
+        // A segment pushed again (after a carrier lost history, or by a node that lost its ledger) is
+        // sealed again, with a new link: the same content under the same name is the same segment, so a
+        // segment that names a new link for the one verified last is taken once that one, read again, is
+        // the same content under that link.
+        let known = ledger.withLock { $0.state.peers[name.node.rawValue] }
+        var resealed: String?
+        if let known, known.last > 0, let first = known.first, let digest = known.content, name.firstSequence == known.last + 1,
+            opened.previous != Sealer.zeroLink, Hex.encode(opened.previous) != known.link,
+            let bytes = try? inner.read(SegmentName(node: name.node, firstSequence: first, lastSequence: known.last), maximumBytes: maximumBytes + Self.overheadBytes),
+            let again = try? Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes),
+            again.header.node == name.node, again.header.first == first, again.header.last == known.last, again.signer == opened.signer,
+            again.link == opened.previous, Hex.encode(Array(SHA256.hash(data: again.content))) == digest
+        {
+            resealed = Hex.encode(again.link)
+        }
         let check: SealError? = ledger.withLock { held in
             var peer = held.state.peers[name.node.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
             if let problem = Self.signerProblem(peer, opened.signer) { return problem }
             let link = Hex.encode(opened.link)
+            if let resealed, peer.last == known?.last { peer.link = resealed }
             if peer.last > 0, name.firstSequence == peer.last + 1, opened.previous != Sealer.zeroLink, Hex.encode(opened.previous) != peer.link {
                 return SealError(
                     .chainBroken,
                     "it names a segment before it that is not the one this node verified at sequence \(peer.last): another history of node \(name.node)")
             }
             if peer.last > 0, name.lastSequence == peer.last, link != peer.link {
-                return SealError(.chainBroken, "node \(name.node)'s sequences \(name.firstSequence)-\(name.lastSequence) were verified here with other content: a second history")
+                // Sealed again with the same content: the same segment, under its new link.
+                guard name.firstSequence == peer.first, content == peer.content else {
+                    return SealError(.chainBroken, "node \(name.node)'s sequences \(name.firstSequence)-\(name.lastSequence) were verified here with other content: a second history")
+                }
+                peer.link = link
             }
             if name.lastSequence >= peer.last {
+                peer.first = name.firstSequence
                 peer.last = name.lastSequence
                 peer.link = link
+                peer.content = content
             }
             if held.state.peers[name.node.rawValue] != peer {
                 held.state.peers[name.node.rawValue] = peer
@@ -176,12 +227,11 @@ public final class SealedTransport: Transport {
     public func scan(excluding node: NodeID) throws(TransportError) -> TransportScan { try inner.scan(excluding: node) }
 
     public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
-        let dirty = ledger.withLock { held -> ChainLedger? in
-            guard held.dirty else { return nil }
-            held.dirty = false
-            return held.state
+        let dirty = ledger.withLock { held -> ChainLedger? in held.dirty ? held.state : nil }
+        if let dirty {
+            try save(dirty)
+            ledger.withLock { held in if held.state == dirty { held.dirty = false } }
         }
-        if let dirty { try save(dirty) }
         var view = try inner.refresh(excluding: node)
         view.ignored += refusedRecords.withLock { $0 }
         return view
@@ -221,28 +271,31 @@ public final class SealedTransport: Transport {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 try checkPlace(opened.header, node: owner, first: 0, last: 0)
                 let record = try? ProgressRecord(decoding: opened.content)
-                let problem: SealError? = ledger.withLock { held in
+                let outcome: Result<[UInt8], SealError> = ledger.withLock { held in
                     var peer = held.state.peers[owner.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
-                    if owner != node, let problem = Self.signerProblem(peer, opened.signer) { return problem }
-                    if let record, owner != node {
-                        guard record.activeAtMilliseconds >= peer.progressAt else {
-                            return SealError(
-                                .chainBroken,
-                                "it is older (written at \(record.activeAtMilliseconds) ms) than one this node read from \(owner) before (\(peer.progressAt) ms): rolled back")
-                        }
-                        peer.progressAt = record.activeAtMilliseconds
+                    if owner != node, let problem = Self.signerProblem(peer, opened.signer) { return .failure(problem) }
+                    guard owner != node, let record else { return .success(opened.content) }
+                    if record.activeAtMilliseconds < peer.progressAt, let newer = newestRecords.withLock({ $0[owner] }) {
+                        // An older record than one read before: the carrier serves an old copy (or the
+                        // node's clock stepped back). The newer one goes on being used.
+                        refused.append(
+                            IgnoredFile(
+                                path: "\(owner)/\(ProgressRecordName.fileName)",
+                                reason: .unsealable("older (written at \(record.activeAtMilliseconds) ms) than the one this node read from \(owner) before (\(peer.progressAt) ms): rolled back, or that node's clock stepped back; the newer one is used")))
+                        return .success(newer)
                     }
-                    if owner != node, held.state.peers[owner.rawValue] != peer {
+                    peer.progressAt = max(peer.progressAt, record.activeAtMilliseconds)
+                    newestRecords.withLock { $0[owner] = opened.content }
+                    if held.state.peers[owner.rawValue] != peer {
                         held.state.peers[owner.rawValue] = peer
                         held.dirty = true
                     }
-                    return nil
+                    return .success(opened.content)
                 }
-                if let problem { throw problem }
-                records[owner] = opened.content
-            } catch let error as SealError {
+                records[owner] = try outcome.get()
+            } catch {
                 refused.append(IgnoredFile(path: "\(owner)/\(ProgressRecordName.fileName)", reason: .unsealable(error.message)))
-            } catch {}
+            }
         }
         refusedRecords.withLock { $0 = refused }
         return records
@@ -287,8 +340,12 @@ public final class SealedTransport: Transport {
             try opener.finish()
         } catch let error as SealError {
             throw Self.refusal(what, error)
+        } catch let error as TransportError {
+            // The carrier's transport wraps what the opener threw while it fed it.
+            if let cause = error.cause as? SealError { throw Self.refusal(what, cause) }
+            throw error
         } catch {
-            throw error as! TransportError
+            throw TransportError(.io, "\(what) \(error)", cause: nil)
         }
         let problem: SealError? = ledger.withLock { held in
             guard name.node != node else { return nil }
