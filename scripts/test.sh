@@ -23,4 +23,6 @@ else
     swift test --skip-build --disable-xctest --filter LogsyncRelayTests
     # The relay against its OpenAPI document (bounded; RELAY_FUZZ_EXAMPLES=500 for a longer run by hand).
     scripts/relay-fuzz.sh
+    # The decoders of what a carrier hands a node, under libFuzzer (bounded; DECODER_FUZZ_SECONDS=600 by hand).
+    scripts/decoder-fuzz.sh
 fi
