@@ -9,23 +9,7 @@ extension DurableFiles {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw .last("open", path: temporary) }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let error = SystemError.last("write", path: temporary)
-                close(fd)
-                throw error
-            }
-            written += count
-        }
-        guard fsync(fd) == 0 else {
-            let error = SystemError.last("fsync", path: temporary)
-            close(fd)
-            throw error
-        }
-        close(fd)
+        try writeAndSync(fd, bytes, path: temporary)
         try rename(temporary, to: path)
     }
 
@@ -96,25 +80,28 @@ extension DurableFiles {
     public static func createPrivate(_ path: String, with bytes: [UInt8]) throws(SystemError) {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw .last("open", path: path) }
+        do {
+            try writeAndSync(fd, bytes, path: path)
+        } catch {
+            unlink(path)
+            throw error
+        }
+        try syncFolder(of: path)
+    }
+
+    /// Writes all of `bytes` to `fd` (retrying interrupted writes), fsyncs it and closes it, closing it on
+    /// failure too; `path` names it in errors.
+    private static func writeAndSync(_ fd: Int32, _ bytes: [UInt8], path: String) throws(SystemError) {
+        defer { close(fd) }
         var written = 0
         while written < bytes.count {
             let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
             if count < 0 {
                 if errno == EINTR { continue }
-                let error = SystemError.last("write", path: path)
-                close(fd)
-                unlink(path)
-                throw error
+                throw .last("write", path: path)
             }
             written += count
         }
-        guard fsync(fd) == 0 else {
-            let error = SystemError.last("fsync", path: path)
-            close(fd)
-            unlink(path)
-            throw error
-        }
-        close(fd)
-        try syncFolder(of: path)
+        guard fsync(fd) == 0 else { throw .last("fsync", path: path) }
     }
 }

@@ -34,7 +34,7 @@ public struct AccountKey: Sendable, Hashable {
     public var keyID: [UInt8] { Array(derive("logsync key id", bytes: 8)) }
 
     /// What a person compares to check that two devices hold the same key: the key id as hex.
-    public var fingerprint: String { keyID.map { String($0, radix: 16).leftPadded(2) }.joined() }
+    public var fingerprint: String { Hex.encode(keyID) }
 
     /// The key of epoch 0, which the account key seals under until a device is revoked.
     var firstEpochKey: SymmetricKey { SymmetricKey(data: derive("logsync epoch 0 key", bytes: 32)) }
@@ -43,10 +43,6 @@ public struct AccountKey: Sendable, Hashable {
         HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: bytes), info: Array(info.utf8), outputByteCount: count)
             .withUnsafeBytes { Array($0) }
     }
-}
-
-extension String {
-    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }
 
 /// The written form of an account key: Crockford's base 32 (digits and letters without `i`, `l`, `o` and

@@ -21,13 +21,13 @@ public struct SealKeyring: Sendable {
     }
 
     /// The account key's fingerprint: its key id as hex, as ``AccountKey/fingerprint`` shows it.
-    public var fingerprint: String { Self.hex(keyID) }
+    public var fingerprint: String { Hex.encode(keyID) }
 
     func epochKey(_ header: SealedHeader) throws(SealError) -> SymmetricKey {
         guard header.keyID == keyID else {
             throw SealError(
                 .wrongKey,
-                "it is sealed under account key \(Self.hex(header.keyID)), and this node holds \(Self.hex(keyID)): give syncd the account's recovery phrase (docs/security.md)")
+                "it is sealed under account key \(Hex.encode(header.keyID)), and this node holds \(Hex.encode(keyID)): give syncd the account's recovery phrase (docs/security.md)")
         }
         guard let key = epochKeys[header.keyEpoch] else {
             throw SealError(.unknownEpoch, "it is sealed under key epoch \(header.keyEpoch), which this node does not hold (it holds \(epochKeys.keys.sorted()))")
@@ -62,5 +62,4 @@ public struct SealKeyring: Sendable {
         SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
 }

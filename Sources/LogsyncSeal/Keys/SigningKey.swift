@@ -27,7 +27,7 @@ public struct NodeSigningKey: Sendable {
     public var fingerprint: String { Self.fingerprint(of: publicKey) }
 
     public static func fingerprint(of publicKey: [UInt8]) -> String {
-        let hex = SHA256.hash(data: publicKey).prefix(8).map { String($0, radix: 16).leftPadded(2) }.joined()
+        let hex = Hex.encode(SHA256.hash(data: publicKey).prefix(8))
         return stride(from: 0, to: hex.count, by: 4).map { offset in
             let start = hex.index(hex.startIndex, offsetBy: offset)
             return String(hex[start..<hex.index(start, offsetBy: 4)])

@@ -60,21 +60,3 @@ struct ChainLedger: Codable, Sendable, Equatable {
         if own.count > Self.ownLinksKept { own.removeFirst(own.count - Self.ownLinksKept) }
     }
 }
-
-enum Hex {
-    static func encode(_ bytes: [UInt8]) -> String { bytes.map { String($0, radix: 16).leftPadded(2) }.joined() }
-
-    static func decode(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let byte = UInt8(String(decoding: digits[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-            index += 2
-        }
-        return bytes
-    }
-}
