@@ -26,6 +26,10 @@ extension AccountSwitcher {
     /// shipped is all it will ever hold: no write can land between the look and the deletion.
     func retire(_ candidate: AccountState.Retained) throws -> AccountState.Retained? {
         guard DurableFiles.exists(candidate.path) else { return nil }
+        guard AccountStores.holdsStore(candidate.path) else {
+            try removeLeftover(candidate.path)
+            return nil
+        }
         if let kept = accountState.retained.first(where: { $0.path == candidate.path && $0.damaged != nil }) { return kept }
         var unshipped: String?
         do {
@@ -57,6 +61,13 @@ extension AccountSwitcher {
         return kept
     }
 
+    /// Removes the empty file a script's open of a retired path leaves there (it holds nothing to ship),
+    /// unless a process still holds it.
+    func removeLeftover(_ path: String) throws {
+        guard DurableFiles.exists(path), !AccountStores.holdsStore(path), SQLiteFileHolders.holder(of: path) == nil else { return }
+        for file in AccountStores.files(of: path) { try DurableFiles.remove(file) }
+    }
+
     /// Ships what retained stores still hold and deletes them once shipped and let go of: after each
     /// switch, and at least every rescan interval (at most 5 s), until the daemon stops.
     func shipRetainedStores() {
@@ -68,7 +79,7 @@ extension AccountSwitcher {
             for candidate in state.retained {
                 var outcome: AccountState.Retained?
                 do {
-                    if let account = candidate.account, candidate.damaged == nil, DurableFiles.exists(candidate.path) {
+                    if let account = candidate.account, candidate.damaged == nil, AccountStores.holdsStore(candidate.path) {
                         do {
                             _ = try ship(try StoreMount.openStore(at: candidate.path, schema: schema, options: .retiring), account: account)
                         } catch {

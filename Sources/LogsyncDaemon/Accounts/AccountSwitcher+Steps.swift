@@ -53,11 +53,11 @@ extension AccountSwitcher {
     /// A store syncing had stopped on (found damaged) is neither closed, shipped nor copied: it is kept.
     func exportOld(_ pending: AccountState.Switch) throws {
         let damage = loop.halted
-        if let damage, DurableFiles.exists(pending.from.path) {
+        if let damage, AccountStores.holdsStore(pending.from.path) {
             logger.warning(
                 "the store \(pending.from.path) of \(Self.name(pending.from.account)) was found damaged, so its pending changes are not shipped and it is kept as it is: \(damage)",
                 metadata: ["message_id": "\(MessageID.storeRetained)"])
-        } else if DurableFiles.exists(pending.from.path) {
+        } else if AccountStores.holdsStore(pending.from.path) {
             let store = try StoreMount.openStore(at: pending.from.path, schema: schema, options: .retiring)
             // Closed to writes first (docs/accounts.md, "Nothing lost"): whatever any process committed
             // before is exported below; nothing can be committed after.
@@ -76,7 +76,7 @@ extension AccountSwitcher {
         try waitUntilClosedHere(pending.from.path)
         FaultInjection.point("switch.exporting")
         try advance(pending, to: .retiring) { state in
-            guard let damage, DurableFiles.exists(pending.from.path), !state.retained.contains(where: { $0.path == pending.from.path }) else { return }
+            guard let damage, AccountStores.holdsStore(pending.from.path), !state.retained.contains(where: { $0.path == pending.from.path }) else { return }
             state.retained.append(AccountState.Retained(
                 account: pending.from.account, path: pending.from.path,
                 reason: "damaged, so never shipped nor deleted: check it (sqlite3 .recover), then delete it or restore it from a backup", damaged: damage))
@@ -203,6 +203,7 @@ extension AccountSwitcher {
             mount.install(mounted)
         }
         FaultInjection.point("switch.did-change")
+        try removeLeftover(pending.from.path)
         try update(ifStill: pending) { $0.pending = nil }
         board.count { $0.accountSwitches += 1 }
         event(.storesDidChange, "from \(Self.name(pending.from.account)) to \(Self.name(pending.to.account)) (\(pending.to.path))")

@@ -93,6 +93,13 @@ public struct AccountStores: Sendable {
     public static func files(of path: String) -> [String] {
         ["", "-wal", "-shm", "-journal", "-writers"].map { path + $0 }
     }
+
+    /// Whether `path` holds a store: a file that is not empty. Another program that opens a missing path
+    /// with SQLite (a script still using a retired store's path) leaves an empty file there, which holds
+    /// nothing of any account and is no store (`Store` treats it the same way).
+    public static func holdsStore(_ path: String) -> Bool {
+        (DurableFiles.size(of: path) ?? 0) > 0
+    }
 }
 
 /// Which store is active, the switch in progress and the stores kept after a switch.
