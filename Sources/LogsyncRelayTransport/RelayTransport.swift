@@ -117,7 +117,8 @@ public final class RelayTransport: Transport, Sendable {
         guard RelayRoute.push.successes.contains(response.status) else { throw refusal(response, doing: "pushing segment \(name)") }
     }
 
-    /// The error for a refused write, which `syncctl status` shows as the last refusal.
+    /// The error for a refused request (a push, or a pull: a node's first request is the pull that checks
+    /// its own history), which `syncctl status` shows as the last refusal.
     func refusal(_ response: CurlSession.Response, doing what: String) -> TransportError {
         let error = Self.error(for: response, doing: what)
         contact.withLock { $0.lastRefusal = error.message }
@@ -137,6 +138,13 @@ public final class RelayTransport: Transport, Sendable {
             state.appeared = []
             return TransportView(appeared: appeared, ignored: [], nodes: state.index.keys.filter { $0 != node }.sorted())
         }
+    }
+
+    /// Pulls what arrived (kept for the next refresh to report) and answers from the index, which holds
+    /// every node's segments, this node's included.
+    public func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName] {
+        _ = try drain(session: requests)
+        return state.withLock { $0.index[node] ?? [] }
     }
 
     public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
@@ -245,7 +253,7 @@ public final class RelayTransport: Transport, Sendable {
         let response = try send(
             .pull, url, session: session, timeoutMilliseconds: settings.requestTimeoutMilliseconds + waitSeconds * 1000,
             maximumResponseBytes: answerLimit)
-        guard RelayRoute.pull.successes.contains(response.status) else { throw Self.error(for: response, doing: "pulling segments") }
+        guard RelayRoute.pull.successes.contains(response.status) else { throw refusal(response, doing: "pulling segments") }
         guard let page = PullAnswer.decoded(response.body) else {
             throw TransportError(.refused, "the relay's answer to a pull is not the JSON this node expects (a relay of another version?)")
         }

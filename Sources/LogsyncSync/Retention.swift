@@ -65,6 +65,11 @@ final class RetentionMemory: Sendable {
         /// last read (``SyncEngine/claimedHeads()``).
         var claimedHeads: [NodeID: ClaimedHead] = [:]
         var claimedHeadsAt: UInt64?
+        /// Whether this node's own history on the carrier was found no further than the store's
+        /// (``SyncEngine/checkOwnHistory()``); until then nothing is exported.
+        var ownHistoryChecked = false
+        /// Set once the store took a new node id: this engine, made for the old one, runs no more rounds.
+        var newIdentity: StoreRestored?
     }
 
     /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.

@@ -112,6 +112,8 @@ public final class SyncEngine: Sendable {
         defer { running.unlock() }
         var report = SyncReport()
         let cancelled = { cancellation?.isCancelled ?? false }
+        // A store behind its own node's history on the carrier exports nothing (a restored backup).
+        try checkOwnHistory()
         try exportToOutbox()
         // A segment this node cannot publish (its folder unwritable, its name taken by something else)
         // fails the round, but only after other nodes' segments were imported: a problem with this
@@ -173,6 +175,7 @@ public final class SyncEngine: Sendable {
 
     /// Exports local history to the outbox and publishes everything unpublished.
     package func export(into report: inout SyncReport) throws {
+        try checkOwnHistory()
         try exportToOutbox()
         try publish(into: &report)
     }

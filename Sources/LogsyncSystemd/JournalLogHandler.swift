@@ -129,6 +129,9 @@ public enum MessageID {
     /// syncd found that its relay lost history (a new identity or epoch, or arrivals below its cursor):
     /// it pulled again from the start and pushed again what it still had.
     public static let relayReset = "caad8f0a3813446ab853d9ec30c99175"
+    /// The store was behind its own node's history on the carrier (restored from an older backup) and
+    /// took a new node id.
+    public static let storeRestored = "5b0e3c7d2a9f4e61b8d47c0a93e1f256"
     /// A peer writes with a newer schema than this node's app (once per peer and version).
     public static let newerSchema = "9ac294e804fa435e9fb6802718ca4db1"
 }

@@ -68,6 +68,8 @@ public final class AdversarialTransport: Transport {
         return view
     }
 
+    public func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName] { try inner.ownSegments(of: node) }
+
     public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
         inner.segments(of: node, after: sequence).filter { !hidden($0) }
     }

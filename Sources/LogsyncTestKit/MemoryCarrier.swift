@@ -95,6 +95,10 @@ final class MemoryTransport: Transport {
         return TransportView(appeared: appeared, ignored: [], nodes: Array(Set(names.map(\.node))).sorted())
     }
 
+    func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName] {
+        try memory.withAccount(account) { (held: inout MemoryCarrier.Account) throws(TransportError) in held.segments.keys.filter { $0.node == node }.sorted() }
+    }
+
     func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
         ((try? scan(excluding: self.node).segments) ?? []).filter { $0.node == node && $0.lastSequence > sequence }
     }

@@ -132,6 +132,18 @@ public struct DirectoryTransport: Transport {
         }
     }
 
+    public func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName] {
+        let account = try openAccountFolder()
+        guard account.kind(of: node.rawValue) == .directory else { return [] }
+        do {
+            return try account.subdirectory(node.rawValue).entries().compactMap { file in
+                file.kind == .regular ? SegmentName.parse(fileName: file.name, node: node) : nil
+            }.sorted()
+        } catch {
+            throw TransportError(.notFound, "cannot list this node's folder \(accountFolder)/\(node)", path: accountFolder + "/" + node.rawValue, cause: error)
+        }
+    }
+
     public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] {
         index.state.withLock { state in
             state.folders[node.rawValue]?.segments(after: sequence).map { SegmentName(node: node, firstSequence: $0.first, lastSequence: $0.last) } ?? []

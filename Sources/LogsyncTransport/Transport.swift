@@ -20,6 +20,11 @@ public protocol Transport: Sendable {
     /// The segments of `node` known at the last refresh that hold a sequence after `sequence`, in order.
     func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName]
 
+    /// This node's own segments as the carrier holds them now, asked afresh without changing what
+    /// ``refresh(excluding:)`` reports next: how far the node's history reaches there, to tell whether
+    /// its store is behind it (restored from an older backup).
+    func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName]
+
     /// The bytes of a listed segment (not yet verified: the caller checks them before use).
     func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8]
 

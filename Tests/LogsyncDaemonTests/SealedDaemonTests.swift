@@ -82,4 +82,57 @@ struct SealedDaemonTests {
         #expect(plainDevices.status == 0 && plainDevices.stdout.contains("is not sealed"), "\(plainDevices)")
         for node in [a, b, d] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
+
+    @Test("a sealed node restored from an old backup and written to takes a new node id and signing key: 0 forks, 0 refused, every write everywhere")
+    func restoredBackup() async throws {
+        let cluster = try cluster("sealrestore")
+        let keyFile = cluster.directory.file("account.key")
+        #expect(try await Subprocess.run(Products.path("logsync"), ["seal", "new", keyFile]).status == 0)
+        let sealed = ["seal": ["enabled = true", "key_file = \"\(keyFile)\""]]
+        let a = try cluster.addNode("a", tables: sealed), b = try cluster.addNode("b", tables: sealed)
+        try await a.start()
+        try await b.start()
+        defer { for node in [a, b] { node.process?.process.terminate() } }
+        func add(_ titles: [String], to node: SyncdNode) async throws {
+            try node.openStore().write { tx in for title in titles { try tx.insert("Note", note(title)) } }
+            #expect(try await node.syncctl(["trigger"]).status == 0)
+        }
+        try await add(["before the backup 0", "before the backup 1"], to: a)
+        try await add(["from b"], to: b)
+        _ = try await cluster.awaitConvergence()
+        let old = try #require(a.nodeID)
+        // A backup of a's store, taken while syncd is stopped.
+        #expect(try await a.stop() == 0)
+        let backup = cluster.directory.file("backup")
+        try FileManager.default.createDirectory(atPath: backup, withIntermediateDirectories: false)
+        for file in AccountStores.files(of: a.storePath) where FileManager.default.fileExists(atPath: file) {
+            try FileManager.default.copyItem(atPath: file, toPath: backup + "/" + URL(fileURLWithPath: file).lastPathComponent)
+        }
+        try await a.start()
+        try await add(["after the backup 0", "after the backup 1"], to: a)
+        _ = try await cluster.awaitConvergence()
+        // a's disk is lost; its store comes back from the backup, and is written to.
+        #expect(try await a.stop() == 0)
+        a.closeStore()
+        for file in AccountStores.files(of: a.storePath) { try? FileManager.default.removeItem(atPath: file) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: backup) {
+            try FileManager.default.copyItem(atPath: backup + "/" + name, toPath: URL(fileURLWithPath: a.storePath).deletingLastPathComponent().path + "/" + name)
+        }
+        try await a.start()
+        try await a.awaitLog("took the new node id")
+        let new = try #require(a.nodeID)
+        #expect(new != old)
+        try await add(["after the restore"], to: a)
+        #expect(try await b.syncctl(["trigger"]).status == 0)
+        let tables = try await cluster.awaitConvergence()
+        #expect(tables["Note"]?.count == 6, "\(tables["Note"] ?? [])")
+        for node in [a, b] {
+            let store = try node.openStore()
+            #expect(try store.sync.quarantined().isEmpty && store.sync.refusals().isEmpty, "\(node.name): \(node.log)")
+        }
+        // b verified the new node under a new signing key, and the old node's chain as it was.
+        let devices = try await b.syncctl(["devices", "list", "--json"])
+        #expect(devices.stdout.contains(new) && devices.stdout.contains(old), "\(devices)")
+        for node in [a, b] { #expect(try await node.stop() == 0, "\(node.log)") }
+    }
 }

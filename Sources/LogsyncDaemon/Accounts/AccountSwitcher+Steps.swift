@@ -199,6 +199,7 @@ extension AccountSwitcher {
     func announce(_ pending: AccountState.Switch) throws {
         if mount.current == nil {
             let mounted = try StoreMount.mount(pending.to, schema: schema, configuration: settings.current, carriers: carriers)
+            if let restored = mounted.restored { logger.notice("\(restored)", metadata: ["message_id": "\(MessageID.storeRestored)"]) }
             FaultInjection.gate("switch.mounting", milliseconds: 3_000)
             mount.install(mounted)
         }

@@ -141,6 +141,11 @@ public final class SyncDaemon: Sendable {
     /// socket bound. Returns at once.
     public func start() {
         let board = self.board
+        let (mount, schema, carriers, logger) = (self.mount, switcher.schema, self.carriers, self.logger)
+        loop.onStoreRestored { restored in mount.remount(after: restored, schema: schema, carriers: carriers, logger: logger) }
+        if let restored = mount.current?.restored {
+            logger.notice("\(restored)", metadata: ["message_id": "\(MessageID.storeRestored)"])
+        }
         loop.start(onStart: { round in board.roundStarted(round) }, onRound: { outcome in board.roundFinished(outcome) })
         server.start(handler: handler)
         if let metrics {

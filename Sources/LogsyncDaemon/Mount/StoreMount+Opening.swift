@@ -14,13 +14,27 @@ extension StoreMount {
     static let startCheckLimit = Duration.seconds(2)
 
     /// Opens `store` with its account's transport and engine (none for the local store).
+    ///
+    /// A store found behind its own node's history on the carrier (restored from an older backup) takes a
+    /// new node id here and is opened again under it (``StoreRestored``, said in `restored`). A carrier
+    /// that cannot be asked now leaves that to the first round.
     static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration, carriers: Carriers) throws -> Mounted {
-        let opened = try openStore(at: store.path, schema: schema)
+        var opened = try openStore(at: store.path, schema: schema)
         guard let account = store.account else { return Mounted(store: opened, account: nil, transport: nil, engine: nil) }
-        let transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
-        return Mounted(
-            store: opened, account: account, transport: transport,
-            engine: SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account)))
+        var transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
+        var engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
+        var restored: StoreRestored?
+        do {
+            try engine.checkOwnHistory()
+        } catch let found as StoreRestored {
+            restored = found
+            opened = try openStore(at: store.path, schema: schema)
+            transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
+            engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
+        } catch {}
+        var mounted = Mounted(store: opened, account: account, transport: transport, engine: engine)
+        mounted.restored = restored
+        return mounted
     }
 
     /// Opens a store for syncing (creating it only where `options` say so).

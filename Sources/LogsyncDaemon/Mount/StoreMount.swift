@@ -1,8 +1,10 @@
+import Logging
 import LogsyncControl
 import LogsyncCore
 import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncSync
+import LogsyncSystemd
 import LogsyncTransport
 import Synchronization
 
@@ -19,6 +21,8 @@ final class StoreMount: Sendable {
         let transport: (any Transport)?
         /// Replaced by a reload with the same engine under the new settings (``SyncEngine/reconfigured(_:)``).
         var engine: SyncEngine?
+        /// The store was found restored from an older backup as it was mounted, and took a new node id.
+        var restored: StoreRestored?
     }
 
     private struct State {
@@ -103,6 +107,24 @@ final class StoreMount: Sendable {
         guard loop.detach(within: timeout) else { return false }
         state.withLock { $0.mounted = nil }
         return true
+    }
+
+    /// Opens the mounted store again under the node id it just took (``StoreRestored``, found by a round):
+    /// the engine made for the old id runs no more rounds. On another thread than the loop's, since it
+    /// waits for the loop to let go.
+    func remount(after restored: StoreRestored, schema: Schema, carriers: Carriers, logger: Logger) {
+        guard let mounted = current, let account = mounted.account, mounted.store.nodeID == restored.old.rawValue else { return }
+        let path = mounted.store.path
+        logger.notice("\(restored)", metadata: ["message_id": "\(MessageID.storeRestored)"])
+        guard letGo(within: .seconds(60)) else {
+            logger.error("the store \(path) took node id \(restored.new) but the round in progress did not end within 60 s; restart syncd to go on")
+            return
+        }
+        do {
+            install(try Self.mount(AccountState.Store(account: account, path: path), schema: schema, configuration: settings.current, carriers: carriers))
+        } catch {
+            logger.error("the store \(path) took node id \(restored.new) and could not be opened again: \(error); restart syncd to go on")
+        }
     }
 
     /// Ends the watchers for good (the daemon stops).

@@ -247,6 +247,14 @@ final class SyncLoop: Sendable {
         }
     }
 
+    /// Called (on another thread) when a round found the store restored from an older backup: the store
+    /// took a new node id, and the engine of the old one is detached.
+    private let restoredHandler = Mutex<(@Sendable (StoreRestored) -> Void)?>(nil)
+
+    func onStoreRestored(_ handler: @escaping @Sendable (StoreRestored) -> Void) {
+        restoredHandler.withLock { $0 = handler }
+    }
+
     private func run(_ round: Int, _ engine: SyncEngine, _ cancellation: Cancellation) -> Outcome {
         let begin = Int64(WallClock.milliseconds())
         do {
@@ -257,6 +265,10 @@ final class SyncLoop: Sendable {
                 appliedTransactions: report.appliedTransactions, error: nil))
         } catch {
             let message = String(describing: error)
+            if let restored = error as? StoreRestored {
+                state.withLock { state in if state.engine === engine { state.engine = nil } }
+                if let handler = restoredHandler.withLock({ $0 }) { Thread.detachNewThread { handler(restored) } }
+            }
             if Self.isCorruption(error) {
                 halt("the store is damaged, so syncing stopped (nothing more is exported from it or applied to it): \(message). "
                      + "Run 'syncctl check' for details; restore the store from a backup, or move it aside and let syncd rebuild it from the shared folder")

@@ -239,6 +239,8 @@ public final class SealedTransport: Transport {
 
     public func segments(of node: NodeID, after sequence: UInt64) -> [SegmentName] { inner.segments(of: node, after: sequence) }
 
+    public func ownSegments(of node: NodeID) throws(TransportError) -> [SegmentName] { try inner.ownSegments(of: node) }
+
     public func arrivals(rescanInterval: Duration) -> AsyncStream<Void> { inner.arrivals(rescanInterval: rescanInterval) }
 
     public func carrierState() -> CarrierState? { inner.carrierState() }
