@@ -21,6 +21,8 @@ public struct SealError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The segment does not continue its node's chain where this node verified it: a second history of
         /// the same sequences.
         public static let chainBroken = Code(name: "chainBroken")
+        /// Signed by a device revoked from the account, past what was verified before its revocation.
+        public static let revoked = Code(name: "revoked")
         /// A plain object in a sealed account, or a sealed one in a plain account: never mixed.
         public static let mixed = Code(name: "mixed")
         /// The bytes do not follow the sealed format.

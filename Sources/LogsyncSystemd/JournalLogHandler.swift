@@ -132,6 +132,8 @@ public enum MessageID {
     /// The store was behind its own node's history on the carrier (restored from an older backup) and
     /// took a new node id.
     public static let storeRestored = "5b0e3c7d2a9f4e61b8d47c0a93e1f256"
+    /// A device of a sealed account was approved or revoked.
+    public static let devices = "8d3f6a1e0b7c4e2a9f51c6d2e8b04a73"
     /// A peer writes with a newer schema than this node's app (once per peer and version).
     public static let newerSchema = "9ac294e804fa435e9fb6802718ca4db1"
 }

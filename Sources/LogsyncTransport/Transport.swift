@@ -190,6 +190,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         /// accounts, a second history of a node's sequences, sealed under another key — or is plain:
         /// refused, and the same bytes will be refused again.
         public static let unsealable = Code(name: "unsealable")
+        /// A device of a sealed account that holds no key yet: it waits until a member approves it
+        /// (`syncctl devices approve`).
+        public static let awaitingApproval = Code(name: "awaitingApproval")
 
         /// Whether sending the same request again cannot succeed until something else changes (a
         /// credential, a quota, a segment): such failures are not retried by the transport.

@@ -20,6 +20,7 @@ import LogsyncTransport
 ///   does the same from the other; which goes first alternates. The ratio is the plain time over the sealed
 ///   time (≥ 1 would be sealed faster), the median of the rounds'.
 /// - Open: sealing and opening throughput alone, on one core.
+/// - Revoke: revoking 1 of 10 devices, in CPU time and bytes written (``revocation(in:key:)``).
 struct SealSuite: ParsableCommand, BenchmarkSuite {
     static let configuration = CommandConfiguration(
         commandName: "seal",
@@ -115,6 +116,45 @@ struct SealSuite: ParsableCommand, BenchmarkSuite {
             Report.emit(metric("replay_sealed_vs_plain", Stats.median(ratios), unit: "x", goal: 0.95, .higher, decimals: 3))
             Report.emit(metric("seal_mb_per_s", Double(plainBytes) / sealSeconds / 1e6, unit: "MB/s", goal: nil, .higher, decimals: 1))
             Report.emit(metric("open_mb_per_s", Double(plainBytes) / openSeconds / 1e6, unit: "MB/s", goal: nil, .higher, decimals: 1))
+            try revocation(in: directory.file("devices"), key: key)
         }
+    }
+
+    /// Revoking 1 of 10 devices: one member holds the phrase and approved the nine others (untimed); the
+    /// revocation — reading the slots, a new epoch key wrapped with HPKE to 9 members and the phrase, the
+    /// roster signed, the member's slot sealed again and published — is timed in CPU seconds of the
+    /// calling thread, and the bytes it writes are the slot it replaces.
+    func revocation(in folder: String, key: AccountKey) throws {
+        var revokeCPU: [Double] = []
+        var written: [Double] = []
+        for round in 0..<3 {
+            let root = folder + "-\(round)"
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+            func transport(_ node: NodeID, phrase: Bool) throws -> SealedTransport {
+                let inner = try DirectoryTransport(root: root, account: Self.account, node: node)
+                return phrase
+                    ? SealedTransport(
+                        wrapping: inner, keyring: SealKeyring(account: Self.account, accountKey: key, signingKey: NodeSigningKey()), node: node, ledgerPath: nil)
+                    : SealedTransport(waitingForApprovalOf: Self.account, wrapping: inner, signingKey: NodeSigningKey(), node: node, ledgerPath: nil, rosterPath: nil)
+            }
+            let nodes = (0..<10).map { _ in NodeID(UUID().uuidString.lowercased()) }
+            let member = try transport(nodes[0], phrase: true)
+            let others = try nodes.dropFirst().map { try transport($0, phrase: false) }
+            for device in others { _ = try? device.refresh(excluding: nodes[0]) }  // each publishes its card
+            for device in others { _ = try member.approve(fingerprint: device.signingKeyFingerprint) }
+            let start = Self.threadCPUSeconds()
+            _ = try member.revoke(nodes[9].rawValue)
+            revokeCPU.append(Self.threadCPUSeconds() - start)
+            written.append(Double(try member.inner.progressRecords()[nodes[0]]?.count ?? 0))
+            Report.progress("  round \(round + 1)/3: revoking 1 of 10 devices took \(formatted(revokeCPU.last! * 1000)) ms of CPU and wrote \(grouped(Int(written.last!))) bytes")
+        }
+        Report.emit(metric("revoke_cpu_ms", Stats.median(revokeCPU) * 1000, unit: "ms", goal: 1000, .lower, decimals: 2))
+        Report.emit(metric("revoke_bytes_written", Stats.median(written), unit: "B", goal: 10_240, .lower, decimals: 0))
+    }
+
+    static func threadCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

@@ -85,13 +85,14 @@ struct Connection: ParsableArguments {
     /// daemon's message on stderr, unless `acceptingFailure` (the caller reports it itself).
     func request(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        segment: String? = nil, wait: Duration = .seconds(10), acceptingFailure: Bool = false
+        segment: String? = nil, device: String? = nil, wait: Duration = .seconds(10), acceptingFailure: Bool = false
     ) throws -> ControlResponse {
         let client = try client()
         let response: ControlResponse
         do {
             response = try client.send(
-                command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout, segment: segment, wait: wait)
+                command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout, segment: segment, device: device,
+                wait: wait)
         } catch {
             throw fail(error)
         }
@@ -273,8 +274,36 @@ struct Peers: ParsableCommand {
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A sealed account's devices: this node's signing key and the key each other node signs with (docs/security.md).",
-        subcommands: [List.self], defaultSubcommand: List.self)
+        abstract: "A sealed account's devices: who is in, who waits for approval, who was revoked, and their keys (docs/security.md).",
+        subcommands: [List.self, Approve.self, Revoke.self], defaultSubcommand: List.self)
+
+    struct Approve: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Let a waiting device in: the account's keys are wrapped to it.",
+            discussion: "Compare the fingerprint with the one 'syncctl devices list' shows on the new device before you approve it.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The waiting device's fingerprint, as 'syncctl devices list' shows it.") var fingerprint: String
+
+        func run() throws { try Devices.change(.devicesApprove, fingerprint, connection) }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Put a device out: a new key epoch it is not given, and what it signs from now on is refused.",
+            discussion: "History sealed before stays readable to it; nothing written after the revocation is.")
+
+        @OptionGroup var connection: Connection
+        @Argument(help: "The member's node id or fingerprint.") var device: String
+
+        func run() throws { try Devices.change(.devicesRevoke, device, connection) }
+    }
+
+    static func change(_ command: ControlRequest.Command, _ device: String, _ connection: Connection) throws {
+        let report = try connection.required(connection.request(command, device: device, wait: .seconds(60)).devices, "devices")
+        if connection.json { return connection.printJSON(report) }
+        print(report.message ?? "done")
+    }
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -289,9 +318,24 @@ struct Devices: ParsableCommand {
                 print("account \(report.account) is not sealed (docs/security.md: [seal] in syncd.toml)")
                 return
             }
-            print("account    \(report.account), sealed, account key \(report.accountKey ?? "?")")
+            print("account    \(report.account), sealed, account key \(report.accountKey ?? "not held yet")")
             if let this = report.this { print("this node  \(this.node)  key \(this.fingerprint)") }
-            print(report.others.isEmpty ? "others     none seen yet" : "others")
+            if report.awaitingApproval == true {
+                print("waiting    for approval: on a device of the account, run 'syncctl devices approve \(report.this?.fingerprint ?? "?")'")
+            }
+            if report.revokedHere == true { print("revoked    a newer roster leaves this device out: it reads nothing written since") }
+            print("epoch      \(report.epoch ?? 0), roster version \(report.rosterVersion ?? 0)")
+            print(report.members.isEmpty ? "members    none known yet" : "members")
+            for device in report.members { print("  \(device.node)  key \(device.fingerprint)") }
+            if !report.waiting.isEmpty {
+                print("waiting")
+                for device in report.waiting { print("  \(device.node)  key \(device.fingerprint)  (syncctl devices approve \(device.fingerprint))") }
+            }
+            if !report.revoked.isEmpty {
+                print("revoked")
+                for device in report.revoked { print("  \(device.node)  key \(device.fingerprint)  taken through sequence \(device.verifiedThrough)") }
+            }
+            print(report.others.isEmpty ? "verified   none seen yet" : "verified")
             for device in report.others {
                 print("  \(device.node)  key \(device.fingerprint)  verified through sequence \(device.verifiedThrough)")
             }

@@ -83,6 +83,56 @@ struct SealedDaemonTests {
         for node in [a, b, d] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
 
+    @Test("a device without the phrase waits, 'syncctl devices approve' lets it in, 'syncctl devices revoke' puts it out: its later writes are refused")
+    func approvedThenRevoked() async throws {
+        let cluster = try cluster("sealdevices")
+        let keyFile = cluster.directory.file("account.key")
+        #expect(try await Subprocess.run(Products.path("logsync"), ["seal", "new", keyFile]).status == 0)
+        let a = try cluster.addNode("a", tables: ["seal": ["enabled = true", "key_file = \"\(keyFile)\""]])
+        let b = try cluster.addNode("b", tables: ["seal": ["enabled = true", "await_approval = true"]])
+        try await a.start()
+        try await b.start()
+        defer { for node in [a, b] { node.process?.process.terminate() } }
+        try a.openStore().write { tx in try tx.insert("Note", note("from a")) }
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        // b waits, and says how to let it in.
+        func devices(_ node: SyncdNode) async throws -> [String: Any] {
+            let listed = try await node.syncctl(["devices", "list", "--json"])
+            return try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        let waiting = try await devices(b)
+        let fingerprint = try #require((waiting["this"] as? [String: Any])?["fingerprint"] as? String)
+        #expect(waiting["awaiting_approval"] as? Bool == true, "\(waiting)")
+        let refused = try await b.syncctl(["trigger"])
+        #expect(refused.status != 0 && (refused.stdout + refused.stderr).contains("syncctl devices approve \(fingerprint)"), "\(refused)")
+        // a sees b's card, and approves it by the fingerprint b shows.
+        try await eventually(within: .seconds(30), "a sees b waiting") {
+            _ = try await a.syncctl(["trigger"])
+            return ((try await devices(a))["waiting"] as? [[String: Any]] ?? []).contains { $0["fingerprint"] as? String == fingerprint }
+        }
+        let approved = try await a.syncctl(["devices", "approve", fingerprint])
+        #expect(approved.status == 0 && approved.stdout.contains("approved device \(fingerprint)"), "\(approved)")
+        try await eventually(within: .seconds(30), "b is let in") { try await b.syncctl(["trigger"]).status == 0 }
+        try b.openStore().write { tx in try tx.insert("Note", note("from b")) }
+        #expect(try await b.syncctl(["trigger"]).status == 0)
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let tables = try await cluster.awaitConvergence()
+        #expect(tables["Note"]?.count == 2)
+        // Revoked, b's later writes are refused by a, with why.
+        let revoked = try await a.syncctl(["devices", "revoke", try #require(b.nodeID)])
+        #expect(revoked.status == 0 && revoked.stdout.contains("key epoch 1"), "\(revoked)")
+        try b.openStore().write { tx in try tx.insert("Note", note("from b after its revocation")) }
+        _ = try await b.syncctl(["trigger"])
+        try await eventually(within: .seconds(30), "a refuses b's write after its revocation") {
+            _ = try await a.syncctl(["trigger"])
+            return (try await a.syncctl(["quarantine", "list"])).stdout.contains("revoked")
+        }
+        #expect(try a.tables()["Note"]?.count == 2)
+        let listed = try await devices(a)
+        #expect((listed["revoked"] as? [[String: Any]] ?? []).contains { $0["fingerprint"] as? String == fingerprint }, "\(listed)")
+        for node in [a, b] { #expect(try await node.stop() == 0, "\(node.log)") }
+    }
+
     @Test("a sealed node restored from an old backup and written to takes a new node id and signing key: 0 forks, 0 refused, every write everywhere")
     func restoredBackup() async throws {
         let cluster = try cluster("sealrestore")

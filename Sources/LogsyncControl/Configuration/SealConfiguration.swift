@@ -11,6 +11,9 @@ public struct SealSettings: Sendable, Hashable {
     /// The file holding the account's recovery phrase; `{account}` in it stands for the account. Empty
     /// when not enabled and not set.
     public var keyFile: String
+    /// `await_approval`: this device holds no recovery phrase; it publishes its card and waits until a
+    /// member approves it (`syncctl devices approve`). `key_file` is not read.
+    public var awaitApproval: Bool = false
 
     /// How the recovery phrase is kept: in `key_file`, or the systemd credential `logsync-account-key`.
     public static let key = SecretFile(
@@ -22,11 +25,11 @@ public struct SealSettings: Sendable, Hashable {
         keyFile.replacingOccurrences(of: RelayConnection.accountPlaceholder, with: account)
     }
 
-    /// Where a store's seal state is kept: this node's signing key and its chain ledger, beside the
-    /// store, one pair per account and node.
-    public static func statePaths(store: String, account: String, node: String) -> (signingKey: String, ledger: String) {
+    /// Where a store's seal state is kept: this node's signing key, its chain ledger and the roster it
+    /// holds, beside the store, one set per account and node.
+    public static func statePaths(store: String, account: String, node: String) -> (signingKey: String, ledger: String, roster: String) {
         let folder = store + ".seal"
-        return (folder + "/\(account)-\(node).key", folder + "/\(account)-\(node).chain")
+        return (folder + "/\(account)-\(node).key", folder + "/\(account)-\(node).chain", folder + "/\(account)-\(node).roster")
     }
 }
 
@@ -37,10 +40,15 @@ extension DaemonConfiguration {
                  "seal this daemon's accounts: encrypt and sign everything the carrier holds (docs/security.md)"),
         .inTable("seal", "key_file", \.seal?.keyFile, type: "string", default: "$CREDENTIALS_DIRECTORY/logsync-account-key", example: "\"account.key\"",
                  "the file holding the account's recovery phrase (never the phrase itself in this file); {account} in it stands for the account"),
+        .inTable("seal", "await_approval", \.sealAwaitsApproval, type: "boolean", default: "false", example: "true",
+                 "hold no recovery phrase: publish this device's card and wait until a member approves it with syncctl devices approve (key_file is not read)"),
     ]
 
     /// Whether `[seal]` is on.
     public var sealEnabled: Bool { seal?.enabled ?? false }
+
+    /// Whether `[seal] await_approval` is on.
+    public var sealAwaitsApproval: Bool { seal?.awaitApproval ?? false }
 
     /// Reads the `[seal]` entries of `document`; nil when there is no such table.
     static func sealSettings(from document: ConfigFile, resolve: (String) -> String, environment: [String: String]) throws(ConfigError) -> SealSettings? {
@@ -48,17 +56,27 @@ extension DaemonConfiguration {
         guard !entries.isEmpty else { return nil }
         var enabled = false
         var keyFile: String?
+        var awaitApproval = false
         for entry in entries {
             let value = TableValue(entry, file: document.path)
             switch entry.key {
             case "enabled": enabled = try value.boolean()
+            case "await_approval": awaitApproval = try value.boolean()
             case "key_file": keyFile = resolve(try value.string())
             case "key", "recovery_phrase", "phrase":
                 throw SealSettings.key.refusal(key: value.name, fileKey: "seal.key_file", file: document.path, line: entry.line)
             default: throw value.unknown(known: sealKeys)
             }
         }
-        guard enabled else { return SealSettings(enabled: false, keyFile: keyFile ?? "") }
+        guard enabled else { return SealSettings(enabled: false, keyFile: keyFile ?? "", awaitApproval: awaitApproval) }
+        if awaitApproval {
+            if keyFile != nil {
+                throw ConfigError(
+                    file: document.path, line: entries[0].line,
+                    "[seal] await_approval and key_file exclude each other: a device holds the recovery phrase, or waits to be approved by one that does")
+            }
+            return SealSettings(enabled: true, keyFile: "", awaitApproval: true)
+        }
         let path = try SealSettings.key.path(configured: keyFile, key: "seal.key_file", file: document.path, line: entries[0].line, environment: environment)
         return SealSettings(enabled: true, keyFile: path)
     }

@@ -45,11 +45,12 @@ public final class ControlClient {
     /// Sends a request and waits up to `wait` for its response.
     public func send(
         _ command: ControlRequest.Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, schemaEvents: Bool? = nil, wait: Duration = .seconds(10)
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, schemaEvents: Bool? = nil, device: String? = nil,
+        wait: Duration = .seconds(10)
     ) throws(Failure) -> ControlResponse {
         let request = ControlRequest(
             id: nextID, command: command, timeoutMilliseconds: timeoutMilliseconds, limit: limit, account: account, logout: logout,
-            accountEvents: accountEvents, segment: segment, refusalEvents: refusalEvents, schemaEvents: schemaEvents)
+            accountEvents: accountEvents, segment: segment, refusalEvents: refusalEvents, schemaEvents: schemaEvents, device: device)
         nextID += 1
         guard let data = try? JSONEncoder().encode(request) else { throw .notOurSocket(path: path, detail: "cannot encode request") }
         let waitMilliseconds = Int((wait / .milliseconds(1)).rounded(.up))

@@ -31,6 +31,9 @@ public struct ControlRequest: Codable, Sendable {
     public var refusalEvents: Bool?
     /// For `watch`: also send the schema events (`newer_schema`).
     public var schemaEvents: Bool?
+    /// For `devices_approve`: the waiting device's fingerprint; for `devices_revoke`: a member's node id or
+    /// fingerprint.
+    public var device: String?
 
     public enum Command: String, Codable, Sendable, CaseIterable {
         case status, trigger, peers, history, watch, reload, check
@@ -43,11 +46,14 @@ public struct ControlRequest: Codable, Sendable {
         /// A sealed account's devices: this node's signing key and the keys other nodes sign with
         /// (`docs/security.md`).
         case devices
+        /// Approve a waiting device (`device`: its fingerprint): the account's keys are wrapped to it;
+        /// revoke a member (`device`: its node id or fingerprint): a new key epoch it is not given.
+        case devicesApprove = "devices_approve", devicesRevoke = "devices_revoke"
     }
 
     public init(
         id: Int, command: Command, timeoutMilliseconds: Int? = nil, limit: Int? = nil, account: String? = nil, logout: String? = nil,
-        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, schemaEvents: Bool? = nil
+        accountEvents: Bool? = nil, segment: String? = nil, refusalEvents: Bool? = nil, schemaEvents: Bool? = nil, device: String? = nil
     ) {
         self.version = ControlProtocol.version
         self.id = id
@@ -60,11 +66,12 @@ public struct ControlRequest: Codable, Sendable {
         self.segment = segment
         self.refusalEvents = refusalEvents
         self.schemaEvents = schemaEvents
+        self.device = device
     }
 
     enum CodingKeys: String, CodingKey {
         case version = "v", id, command, timeoutMilliseconds = "timeout_ms", limit, account, logout, accountEvents = "account_events", segment
-        case refusalEvents = "refusal_events", schemaEvents = "schema_events"
+        case refusalEvents = "refusal_events", schemaEvents = "schema_events", device
     }
 }
 
@@ -633,17 +640,45 @@ public struct DeviceReport: Codable, Sendable, Hashable {
     public var this: Device?
     /// Every other node whose objects this node has opened, with the key they are signed with.
     public var others: [Device]
+    /// The key epoch this node seals under, and the version of the roster it holds (0: none yet).
+    public var epoch: UInt32?
+    public var rosterVersion: UInt64?
+    /// The roster's members (before any roster: this node and the nodes verified under the account key).
+    public var members: [Device]
+    /// Devices that published their card and are neither members nor revoked: approve them by fingerprint.
+    public var waiting: [Device]
+    /// Revoked devices, with the last sequence still taken from each (`verified_through`).
+    public var revoked: [Device]
+    /// This device holds no key yet and waits for a member to approve it.
+    public var awaitingApproval: Bool?
+    /// A newer roster leaves this device out: it was revoked.
+    public var revokedHere: Bool?
+    /// For `devices_approve` and `devices_revoke`: what was done.
+    public var message: String?
 
-    public init(account: String, sealed: Bool, accountKey: String? = nil, this: Device? = nil, others: [Device] = []) {
+    public init(
+        account: String, sealed: Bool, accountKey: String? = nil, this: Device? = nil, others: [Device] = [], epoch: UInt32? = nil,
+        rosterVersion: UInt64? = nil, members: [Device] = [], waiting: [Device] = [], revoked: [Device] = [], awaitingApproval: Bool? = nil,
+        revokedHere: Bool? = nil, message: String? = nil
+    ) {
         self.account = account
         self.sealed = sealed
         self.accountKey = accountKey
         self.this = this
         self.others = others
+        self.epoch = epoch
+        self.rosterVersion = rosterVersion
+        self.members = members
+        self.waiting = waiting
+        self.revoked = revoked
+        self.awaitingApproval = awaitingApproval
+        self.revokedHere = revokedHere
+        self.message = message
     }
 
     enum CodingKeys: String, CodingKey {
-        case account, sealed, accountKey = "account_key", this, others
+        case account, sealed, accountKey = "account_key", this, others, epoch, rosterVersion = "roster_version", members, waiting, revoked
+        case awaitingApproval = "awaiting_approval", revokedHere = "revoked_here", message
     }
 }
 

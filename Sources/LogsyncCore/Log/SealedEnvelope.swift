@@ -121,7 +121,29 @@ package struct SealedHeader: Sendable, Hashable {
         guard bytes.count <= maximumBytes else {
             throw SegmentError(.limitExceeded, at: "byte 0", "the sealed object is \(bytes.count) bytes; the limit is \(maximumBytes)")
         }
-        let (header, end) = try decode(bytes)
+        var (header, end) = try decode(bytes)
+        if header.kind == .progressRecord, let split = deviceAppendixStart(bytes) {
+            // A progress slot's device appendix follows the record (see ``deviceAppendixStart(_:)``).
+            (header, end) = try decode(Array(bytes[..<split]))
+            return try checkRecord(Array(bytes[..<split]), header: header, end: end)
+        }
+        return try checkRecord(bytes, header: header, end: end)
+    }
+
+    /// A sealed account's progress slot may end with a **device appendix** (`docs/log-format.md`, "Devices"):
+    /// the writer's device card and the roster it holds, readable, after the sealed record; its last 12
+    /// bytes are its length (u32, the bytes before them) and the magic `LSDEVICE`. Returns where it starts.
+    package static func deviceAppendixStart(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 12, bytes.suffix(8).elementsEqual(deviceAppendixMagic) else { return nil }
+        let at = bytes.count - 12
+        let length = (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) }
+        guard length <= at else { return nil }
+        return at - length
+    }
+
+    package static let deviceAppendixMagic = Array("LSDEVICE".utf8)
+
+    private static func checkRecord(_ bytes: [UInt8], header: SealedHeader, end: Int) throws(SegmentError) -> (header: SealedHeader, ciphertext: Range<Int>) {
         guard header.kind != .baseline else {
             throw SegmentError(.malformed, at: "byte 8", "a sealed baseline is a run of chunks, not one ciphertext")
         }

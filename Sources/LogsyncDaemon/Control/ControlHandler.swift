@@ -75,6 +75,24 @@ struct ControlHandler: Sendable {
                 }
             case .devices:
                 response.devices = devices()
+            case .devicesApprove, .devicesRevoke:
+                guard let device = request.device, !device.isEmpty else {
+                    fail(.badRequest, "name the device: its fingerprint to approve, its node id or fingerprint to revoke")
+                    break
+                }
+                guard let sealed = mount.current?.transport as? SealedTransport else {
+                    fail(.badRequest, "account \(mount.current?.account ?? "(none)") is not sealed: it has no devices to approve or revoke")
+                    break
+                }
+                do {
+                    let message = request.command == .devicesApprove ? try sealed.approve(fingerprint: device) : try sealed.revoke(device)
+                    logger.notice("\(message)", metadata: ["message_id": "\(MessageID.devices)"])
+                    var report = devices()
+                    report.message = message
+                    response.devices = report
+                } catch {
+                    fail(error.code == .notFound ? .notFound : .badRequest, error.message)
+                }
             case .prune, .prunePlan:
                 guard let engine = mount.engine else {
                     fail(.syncFailed, switcher.notSyncing() ?? "no store is mounted")
@@ -142,9 +160,16 @@ extension ControlHandler {
         let account = mounted?.account ?? ""
         guard let sealed = mounted?.transport as? SealedTransport else { return DeviceReport(account: account, sealed: false) }
         let (own, others) = sealed.devices()
+        let roster = sealed.roster()
+        func device(_ node: String, _ key: [UInt8], _ through: UInt64 = 0) -> DeviceReport.Device {
+            DeviceReport.Device(node: node, fingerprint: NodeSigningKey.fingerprint(of: key), verifiedThrough: through)
+        }
         return DeviceReport(
-            account: account, sealed: true, accountKey: sealed.keyring.fingerprint,
+            account: account, sealed: true, accountKey: sealed.keyring?.fingerprint,
             this: DeviceReport.Device(node: mounted?.store.nodeID ?? "", fingerprint: own, verifiedThrough: 0),
-            others: others.map { DeviceReport.Device(node: $0.node.rawValue, fingerprint: $0.fingerprint, verifiedThrough: $0.verifiedThrough) })
+            others: others.map { DeviceReport.Device(node: $0.node.rawValue, fingerprint: $0.fingerprint, verifiedThrough: $0.verifiedThrough) },
+            epoch: roster.epoch, rosterVersion: roster.version, members: roster.members.map { device($0.node, $0.signingKey) },
+            waiting: roster.waiting.map { device($0.node, $0.signingKey) }, revoked: roster.revoked.map { device($0.node, $0.signingKey, $0.through) },
+            awaitingApproval: roster.awaitingApproval, revokedHere: roster.leftOut)
     }
 }

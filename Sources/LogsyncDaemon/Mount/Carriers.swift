@@ -53,14 +53,16 @@ struct Carriers: Sendable {
     /// read or applied.
     static func sealed(_ carrier: any Transport, _ configuration: DaemonConfiguration, account: String, node: NodeID) throws -> any Transport {
         guard let seal = configuration.seal, seal.enabled else { return carrier }
-        let file = seal.keyFile(for: account)
-        let key: AccountKey
-        do {
-            key = try AccountKey(recoveryPhrase: try SealSettings.key.read(file))
-        } catch let error as SealError {
-            throw DaemonError(.setup, "cannot seal account '\(account)': the recovery phrase in \(file) is not one: \(error)")
-        } catch {
-            throw DaemonError(.setup, "cannot seal account '\(account)': \(error)")
+        var key: AccountKey?
+        if !seal.awaitApproval {
+            let file = seal.keyFile(for: account)
+            do {
+                key = try AccountKey(recoveryPhrase: try SealSettings.key.read(file))
+            } catch let error as SealError {
+                throw DaemonError(.setup, "cannot seal account '\(account)': the recovery phrase in \(file) is not one: \(error)")
+            } catch {
+                throw DaemonError(.setup, "cannot seal account '\(account)': \(error)")
+            }
         }
         let paths = SealSettings.statePaths(store: configuration.storePath, account: account, node: node.rawValue)
         let signingKey: NodeSigningKey
@@ -70,8 +72,16 @@ struct Carriers: Sendable {
         } catch {
             throw DaemonError(.setup, "cannot keep this node's signing key for account '\(account)': \(error)")
         }
-        let transport = SealedTransport(
-            wrapping: carrier, keyring: SealKeyring(account: account, accountKey: key, signingKey: signingKey), node: node, ledgerPath: paths.ledger)
+        // A device without the phrase waits for approval; the roster it kept holds its keys once approved.
+        let transport =
+            if let key {
+                SealedTransport(
+                    wrapping: carrier, keyring: SealKeyring(account: account, accountKey: key, signingKey: signingKey), node: node, ledgerPath: paths.ledger,
+                    rosterPath: paths.roster)
+            } else {
+                SealedTransport(
+                    waitingForApprovalOf: account, wrapping: carrier, signingKey: signingKey, node: node, ledgerPath: paths.ledger, rosterPath: paths.roster)
+            }
         do {
             try transport.checkAccount()
         } catch {

@@ -11,14 +11,30 @@ public struct SealKeyring: Sendable {
     /// Per epoch, the key's bytes (`SymmetricKey` is not `Sendable`).
     let epochKeys: [UInt32: [UInt8]]
     public let signingKey: NodeSigningKey
+    /// The account key, when this node holds the recovery phrase; nil for a device another approved.
+    let accountKey: AccountKey?
 
     public init(account: String, accountKey: AccountKey, signingKey: NodeSigningKey) {
         self.account = account
         keyID = accountKey.keyID
         currentEpoch = 0
-        epochKeys = [0: accountKey.firstEpochKey.withUnsafeBytes { Array($0) }]
+        epochKeys = [0: accountKey.firstEpochKeyBytes]
         self.signingKey = signingKey
+        self.accountKey = accountKey
     }
+
+    /// The keys of epochs 0 to `keys.count - 1`, as a roster grants them; the newest is sealed under.
+    init(account: String, keyID: [UInt8], keys: [[UInt8]], signingKey: NodeSigningKey, accountKey: AccountKey?) {
+        self.account = account
+        self.keyID = keyID
+        currentEpoch = UInt32(keys.count - 1)
+        epochKeys = Dictionary(uniqueKeysWithValues: keys.enumerated().map { (UInt32($0.offset), $0.element) })
+        self.signingKey = signingKey
+        self.accountKey = accountKey
+    }
+
+    /// Every epoch key held, epoch 0 first (all epochs up to the current one).
+    var allEpochKeys: [[UInt8]] { (0...currentEpoch).compactMap { epochKeys[$0] } }
 
     /// The account key's fingerprint: its key id as hex, as ``AccountKey/fingerprint`` shows it.
     public var fingerprint: String { Hex.encode(keyID) }

@@ -21,8 +21,14 @@ import Synchronization
 /// or not.
 public final class SealedTransport: Transport {
     public let inner: any Transport
-    public let keyring: SealKeyring
+    let account: String
+    let signingKey: NodeSigningKey
     let node: NodeID
+    /// The keys, the roster and the device cards seen (``SealedTransport+Devices.swift``).
+    let devicesState: Mutex<DeviceState>
+    /// Where the roster this node holds is kept; nil: in memory only.
+    let rosterPath: String?
+    let rosterInterval: Duration
     /// Where the ledger is kept; nil: in memory only.
     let ledgerPath: String?
     let ledger: Mutex<(state: ChainLedger, dirty: Bool)>
@@ -37,14 +43,46 @@ public final class SealedTransport: Transport {
     /// What a sealed object may add to its plain content: header, length, prefix, padding, tag, signature.
     public static let overheadBytes = 8 * 1_024
 
-    public init(wrapping inner: any Transport, keyring: SealKeyring, node: NodeID, ledgerPath: String?) {
+    /// A member's transport: `keyring` holds the account key (from the recovery phrase) or the keys a
+    /// roster granted; the roster kept at `rosterPath` adds the later epochs at once.
+    /// `rosterInterval`: how often a refresh reads the progress slots for a newer roster (a member that
+    /// writes on after a revocation must seal under the new epoch as soon as it can).
+    public convenience init(
+        wrapping inner: any Transport, keyring: SealKeyring, node: NodeID, ledgerPath: String?, rosterPath: String? = nil, rosterInterval: Duration = .seconds(1)
+    ) {
+        self.init(
+            inner: inner, account: keyring.account, signingKey: keyring.signingKey, keyring: keyring, node: node, ledgerPath: ledgerPath, rosterPath: rosterPath,
+            rosterInterval: rosterInterval)
+    }
+
+    /// The transport of a device that holds no key of the account yet: it publishes its device card and
+    /// waits until a member approves it (`syncctl devices approve`), or finds the grant in the roster it
+    /// kept at `rosterPath`.
+    public convenience init(
+        waitingForApprovalOf account: String, wrapping inner: any Transport, signingKey: NodeSigningKey, node: NodeID, ledgerPath: String?, rosterPath: String?,
+        rosterInterval: Duration = .seconds(1)
+    ) {
+        self.init(
+            inner: inner, account: account, signingKey: signingKey, keyring: nil, node: node, ledgerPath: ledgerPath, rosterPath: rosterPath,
+            rosterInterval: rosterInterval)
+    }
+
+    private init(
+        inner: any Transport, account: String, signingKey: NodeSigningKey, keyring: SealKeyring?, node: NodeID, ledgerPath: String?, rosterPath: String?,
+        rosterInterval: Duration
+    ) {
         self.inner = inner
-        self.keyring = keyring
+        self.rosterInterval = rosterInterval
+        self.account = account
+        self.signingKey = signingKey
         self.node = node
+        self.rosterPath = rosterPath
+        devicesState = Mutex(DeviceState(keyring: keyring))
         self.ledgerPath = ledgerPath
         let loaded = ledgerPath.map(ChainLedger.load) ?? ChainLedger()
         ledgerUnreadable = loaded == nil
         ledger = Mutex((loaded ?? ChainLedger(), false))
+        loadRoster()
     }
 
     public var carrierTransport: any Transport { inner.carrierTransport }
@@ -63,14 +101,17 @@ public final class SealedTransport: Transport {
                 "the chain ledger \(ledgerPath) cannot be read: without it the checks of other nodes' chains would start afresh unnoticed. Move it aside to start them afresh knowingly (docs/security.md)",
                 path: ledgerPath)
         }
-        guard let records = try? inner.progressRecords() else { return }
+        // A device waiting for approval holds no key to check with: it reads nothing until it is granted one.
+        guard let keyring = self.keyring, let records = try? inner.progressRecords() else { return }
         var foreign: (owner: NodeID, problem: String)?
         var plain: NodeID?
-        for (owner, bytes) in records.sorted(by: { $0.key < $1.key }) where owner != node {
-            guard SealedHeader.isSealed(bytes) else {
+        for (owner, slot) in records.sorted(by: { $0.key < $1.key }) where owner != node {
+            guard SealedHeader.isSealed(slot) else {
                 plain = plain ?? owner
                 continue
             }
+            let bytes = ProgressSlot.decode(slot).record
+            if ProgressSlot.isPlaceholder(bytes) { continue }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 if opened.header.account == keyring.account { return }
@@ -93,7 +134,7 @@ public final class SealedTransport: Transport {
     public func devices() -> (own: String, others: [(node: NodeID, fingerprint: String, verifiedThrough: UInt64)]) {
         let peers = ledger.withLock { $0.state.peers }
         return (
-            keyring.signingKey.fingerprint,
+            signingKey.fingerprint,
             peers.sorted { $0.key < $1.key }.map { (NodeID($0.key), NodeSigningKey.fingerprint(of: Hex.decode($0.value.signer) ?? []), $0.value.last) }
         )
     }
@@ -105,6 +146,7 @@ public final class SealedTransport: Transport {
     // MARK: Segments
 
     public func publish(_ name: SegmentName, bytes: [UInt8]) throws(TransportError) {
+        let keyring = try keys()
         let previous = ledger.withLock { $0.state.previousOwnLink(before: name.firstSequence) }
         let sealed: Sealer.Sealed
         do {
@@ -146,12 +188,14 @@ public final class SealedTransport: Transport {
     }
 
     public func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
+        let keyring = try keys()
         let bytes = try inner.read(name, maximumBytes: maximumBytes + Self.overheadBytes)
         let what = "segment \(name):"
         let opened: Sealer.Sealed
         do {
             opened = try Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes)
             try checkPlace(opened.header, node: name.node, first: name.firstSequence, last: name.lastSequence)
+            try checkNotRevoked(opened.signer, through: name.lastSequence)
         } catch {
             throw Self.refusal(what, error)
         }
@@ -216,8 +260,8 @@ public final class SealedTransport: Transport {
 
     /// The object says it is where the carrier put it: this account, `node`, and the range.
     func checkPlace(_ header: SealedHeader, node: NodeID, first: UInt64, last: UInt64) throws(SealError) {
-        guard header.account == keyring.account else {
-            throw SealError(.misplaced, "it is sealed as account '\(header.account)''s, not '\(keyring.account)''s: moved between accounts")
+        guard header.account == account else {
+            throw SealError(.misplaced, "it is sealed as account '\(header.account)''s, not '\(account)''s: moved between accounts")
         }
         guard header.node == node, header.first == first, header.last == last else {
             throw SealError(.misplaced, "it is sealed as node \(header.node)'s \(header.first)-\(header.last), not where the carrier put it (\(node)'s \(first)-\(last))")
@@ -227,6 +271,8 @@ public final class SealedTransport: Transport {
     public func scan(excluding node: NodeID) throws(TransportError) -> TransportScan { try inner.scan(excluding: node) }
 
     public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
+        try awaitApproval()
+        try readRosterIfDue()
         let dirty = ledger.withLock { held -> ChainLedger? in held.dirty ? held.state : nil }
         if let dirty {
             try save(dirty)
@@ -256,22 +302,38 @@ public final class SealedTransport: Transport {
         guard bytes.count <= ProgressRecord.maximumByteCount - Self.overheadBytes else {
             throw TransportError(.tooLarge, "the progress record is \(bytes.count) bytes: sealed, it would pass the \(ProgressRecord.maximumByteCount)-byte limit")
         }
+        let keyring = try keys()
+        let record: [UInt8]
         do {
-            try inner.publishProgress(Sealer.seal(.progressRecord, node: node, content: bytes, keyring: keyring).bytes)
-        } catch let error as SealError {
-            throw TransportError(.io, "cannot seal the progress record: \(error)", cause: error)
+            record = try Sealer.seal(.progressRecord, node: node, content: bytes, keyring: keyring).bytes
         } catch {
-            throw error as! TransportError
+            throw TransportError(.io, "cannot seal the progress record: \(error)", cause: error)
         }
+        try publishSlot(record: record)
+        devicesState.withLock { $0.lastProgress = bytes }
     }
 
     public func progressRecords() throws(TransportError) -> [NodeID: [UInt8]] {
         var records: [NodeID: [UInt8]] = [:]
         var refused: [IgnoredFile] = []
-        for (owner, bytes) in try inner.progressRecords() {
+        var rosters: [(roster: Roster, bytes: [UInt8])] = []
+        let slots = try inner.progressRecords()
+        // Cards first (a roster may name them), then the records, whose signers the rosters' authors are
+        // checked against, then the rosters.
+        for (owner, slot) in slots {
+            let parts = ProgressSlot.decode(slot)
+            if let card = parts.card, card.node == owner.rawValue { devicesState.withLock { $0.cards[owner.rawValue] = card } }
+            if let roster = parts.roster, let bytes = parts.rosterBytes { rosters.append((roster, bytes)) }
+        }
+        defer { consider(rosters) }
+        guard let keyring = self.keyring else { return [:] }
+        for (owner, slot) in slots {
+            let bytes = ProgressSlot.decode(slot).record
+            if ProgressSlot.isPlaceholder(bytes) { continue }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 try checkPlace(opened.header, node: owner, first: 0, last: 0)
+                if owner != node { try checkNotRevoked(opened.signer, through: .max) }
                 let record = try? ProgressRecord(decoding: opened.content)
                 let outcome: Result<[UInt8], SealError> = ledger.withLock { held in
                     var peer = held.state.peers[owner.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
@@ -306,6 +368,7 @@ public final class SealedTransport: Transport {
     // MARK: Baselines
 
     public func publishBaseline(_ name: BaselineName, chunks next: () throws -> [UInt8]?) throws(TransportError) {
+        let keyring = try keys()
         var sealer: BaselineSealer
         do {
             sealer = try BaselineSealer(transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, node: node, keyring: keyring)
@@ -332,6 +395,7 @@ public final class SealedTransport: Transport {
     public func baselines() throws(TransportError) -> [BaselineName] { try inner.baselines() }
 
     public func readBaseline(_ name: BaselineName, maximumBytes: Int, consume: ([UInt8]) throws -> Void) throws(TransportError) {
+        let keyring = try keys()
         var opener = BaselineOpener(node: name.node, transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, keyring: keyring)
         let what = "baseline \(name):"
         do {

@@ -1,0 +1,99 @@
+import Crypto
+import LogsyncCore
+
+/// What a device says of itself in its progress slot: its node id, its signing key and the agreement key
+/// epoch keys are wrapped to, signed with the signing key. A new device publishes one before it holds any
+/// key of the account, so that a member can approve it by the fingerprint it shows.
+public struct DeviceCard: Sendable, Hashable {
+    public var node: String
+    public var signingKey: [UInt8]
+    public var agreementKey: [UInt8]
+    var signature: [UInt8]
+
+    static let magic = Array("LSCARD\r\n".utf8)
+
+    init(node: NodeID, key: NodeSigningKey) throws(SealError) {
+        self.node = node.rawValue
+        signingKey = key.publicKey
+        agreementKey = key.agreementPublicKey
+        signature = []
+        signature = try key.signature(for: Array(SHA256.hash(data: encoded(signed: false))))
+    }
+
+    private init(node: String, signingKey: [UInt8], agreementKey: [UInt8], signature: [UInt8]) {
+        self.node = node
+        self.signingKey = signingKey
+        self.agreementKey = agreementKey
+        self.signature = signature
+    }
+
+    /// The fingerprint people compare: the signing key's.
+    public var fingerprint: String { NodeSigningKey.fingerprint(of: signingKey) }
+
+    var member: Roster.Member { Roster.Member(node: node, signingKey: signingKey, agreementKey: agreementKey) }
+
+    func encoded(signed: Bool = true) -> [UInt8] {
+        var bytes = Self.magic
+        Sealer.appendLittleEndian(UInt16(node.utf8.count), to: &bytes)
+        bytes += Array(node.utf8) + signingKey + agreementKey
+        if signed { bytes += signature }
+        return bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(SealError) -> DeviceCard {
+        var reader = SealReader(bytes)
+        guard try reader.bytes(magic.count) == magic else { throw SealError(.malformed, "not a device card (no LSCARD magic)") }
+        let card = DeviceCard(node: try reader.name(), signingKey: try reader.bytes(32), agreementKey: try reader.bytes(32), signature: try reader.bytes(64))
+        guard reader.isAtEnd else { throw SealError(.malformed, "bytes follow the device card's signature") }
+        guard NodeSigningKey.isValid(card.signature, of: Array(SHA256.hash(data: card.encoded(signed: false))), by: card.signingKey) else {
+            throw SealError(.unauthentic, "the device card of \(card.node) is not signed by the key it names")
+        }
+        return card
+    }
+}
+
+/// A progress slot of a sealed account: the sealed progress record (or, for a device that holds no key
+/// yet, a placeholder that only routes), then the device appendix with the writer's card and the roster it
+/// holds (`docs/log-format.md`, "Devices").
+enum ProgressSlot {
+    /// The key epoch a placeholder names: no key, so no reader mistakes it for a record.
+    static let placeholderEpoch = UInt32.max
+
+    static func encode(record: [UInt8], card: DeviceCard, roster: [UInt8]?) -> [UInt8] {
+        var appendix: [UInt8] = []
+        let cardBytes = card.encoded()
+        Sealer.appendLittleEndian(UInt32(cardBytes.count), to: &appendix)
+        appendix += cardBytes
+        Sealer.appendLittleEndian(UInt32(roster?.count ?? 0), to: &appendix)
+        appendix += roster ?? []
+        var bytes = record + appendix
+        Sealer.appendLittleEndian(UInt32(appendix.count), to: &bytes)
+        return bytes + SealedHeader.deviceAppendixMagic
+    }
+
+    /// The record's bytes, and the card and roster the appendix holds (nil: none, or not readable).
+    static func decode(_ bytes: [UInt8]) -> (record: [UInt8], card: DeviceCard?, roster: Roster?, rosterBytes: [UInt8]?) {
+        guard let start = SealedHeader.deviceAppendixStart(bytes) else { return (bytes, nil, nil, nil) }
+        var reader = SealReader(Array(bytes[start..<bytes.count - 12]))
+        let cardBytes = (try? reader.u32()).flatMap { try? reader.bytes(Int($0)) }
+        let rosterBytes = (try? reader.u32()).flatMap { try? reader.bytes(Int($0)) }
+        let roster = rosterBytes.flatMap { $0.isEmpty ? nil : try? Roster.decode($0) }
+        return (Array(bytes[..<start]), cardBytes.flatMap { try? DeviceCard.decode($0) }, roster, roster == nil ? nil : rosterBytes)
+    }
+
+    /// What a device without keys puts in its slot before the appendix: a progress record's routing
+    /// header under no key, an empty ciphertext and a signature, which carriers route like any record.
+    static func placeholder(account: String, node: NodeID, key: NodeSigningKey) throws(SealError) -> [UInt8] {
+        let header = SealedHeader(
+            kind: .progressRecord, keyEpoch: placeholderEpoch, keyID: [UInt8](repeating: 0, count: SealedHeader.keyIDByteCount), first: 0, last: 0,
+            salt: [UInt8](repeating: 0, count: SealedHeader.saltByteCount), account: account, node: node)
+        var bytes = header.encoded()
+        Sealer.appendLittleEndian(UInt32(SealedHeader.tagByteCount), to: &bytes)
+        bytes += [UInt8](repeating: 0, count: SealedHeader.tagByteCount)
+        return bytes + (try key.signature(for: Array(SHA256.hash(data: bytes))))
+    }
+
+    static func isPlaceholder(_ record: [UInt8]) -> Bool {
+        (try? SealedHeader.decode(record).header.keyEpoch) == placeholderEpoch
+    }
+}

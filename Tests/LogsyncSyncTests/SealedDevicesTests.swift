@@ -1,0 +1,134 @@
+import Foundation
+import LogsyncCore
+@testable import LogsyncSeal
+import LogsyncStore
+import LogsyncSync
+import LogsyncTestKit
+import LogsyncTransport
+import Testing
+
+/// Devices of a sealed account (`docs/security.md`, "Devices"): a device without the recovery phrase
+/// waits until a member approves it, then reads and writes everything; a revoked device reads nothing
+/// written after its revocation, and what it signs after is refused; the roster's bytes are checked.
+@Suite("Sealed devices")
+struct SealedDevicesTests {
+    static let account = "default"
+
+    /// A node of the test: its store, its sealed transport and its engine.
+    struct Device {
+        let store: Store
+        let transport: SealedTransport
+        let engine: SyncEngine
+    }
+
+    static func device(_ cluster: SyncCluster, _ name: String, phrase key: AccountKey?) throws -> Device {
+        let store = try cluster.store(name)
+        let folder = try DirectoryTransport(root: cluster.shared, account: account, node: NodeID(store.nodeID))
+        let (ledger, roster) = (cluster.directory.file("\(name).chain"), cluster.directory.file("\(name).roster"))
+        let transport =
+            if let key {
+                SealedTransport(
+                    wrapping: folder, keyring: SealKeyring(account: account, accountKey: key, signingKey: NodeSigningKey()), node: NodeID(store.nodeID),
+                    ledgerPath: ledger, rosterPath: roster, rosterInterval: .zero)
+            } else {
+                SealedTransport(
+                    waitingForApprovalOf: account, wrapping: folder, signingKey: NodeSigningKey(), node: NodeID(store.nodeID), ledgerPath: ledger,
+                    rosterPath: roster, rosterInterval: .zero)
+            }
+        return Device(store: store, transport: transport, engine: SyncEngine(store: store, transport: transport))
+    }
+
+    static func add(_ title: String, to device: Device) throws {
+        try device.store.write { tx in try tx.insert("Note", ["id": SyncCluster.id(), "title": .text(title), "rank": .integer(0)]) }
+    }
+
+    static func titles(_ device: Device) throws -> Set<String> {
+        Set(try device.store.read("SELECT title FROM Note").compactMap { row -> String? in
+            if case .text(let title) = row[0] { return title }
+            return nil
+        })
+    }
+
+    @Test("a device without the phrase waits, is approved by fingerprint, then syncs; a revoked one reads nothing written after and is refused")
+    func approveAndRevoke() throws {
+        let cluster = try SyncCluster("devices")
+        let key = AccountKey.random()
+        let a = try Self.device(cluster, "a", phrase: key), b = try Self.device(cluster, "b", phrase: key)
+        let c = try Self.device(cluster, "c", phrase: nil), d = try Self.device(cluster, "d", phrase: nil)
+        try Self.add("a before", to: a)
+        try Self.add("b before", to: b)
+        for device in [a, b, a] { _ = try device.engine.sync() }
+        // c and d wait, saying how to let them in, and have published their cards.
+        for device in [c, d] {
+            let waiting = #expect(throws: TransportError.self) { try device.engine.sync() }
+            #expect(waiting?.code == .awaitingApproval && waiting?.message.contains(device.transport.signingKeyFingerprint) == true, "\(String(describing: waiting))")
+        }
+        #expect(throws: TransportError.self) { try a.transport.approve(fingerprint: "0000-0000-0000-0000") }
+        let message = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        #expect(message.contains("approved"), "\(message)")
+        #expect(a.transport.roster().members.count == 3, "a, b (verified under the key) and c")
+        #expect(a.transport.roster().waiting.map(\.node) == [d.store.nodeID])
+        for _ in 0..<2 { for device in [c, a, b] { _ = try device.engine.sync() } }
+        #expect(try Self.titles(c) == ["a before", "b before"], "c reads the history once approved")
+        try Self.add("c approved", to: c)
+        _ = try a.transport.approve(fingerprint: d.transport.signingKeyFingerprint)
+        for _ in 0..<2 { for device in [c, d, a, b] { _ = try device.engine.sync() } }
+        let approved: Set<String> = ["a before", "b before", "c approved"]
+        for device in [a, b, c, d] { #expect(try Self.titles(device) == approved) }
+
+        // c is revoked; every member learns of it at its next refresh and seals under the new epoch.
+        func segments(of device: Device) throws -> Set<SegmentName> { Set(try a.transport.inner.ownSegments(of: NodeID(device.store.nodeID))) }
+        let before = try [a, b, d].map(segments)
+        let revoked = try a.transport.revoke(c.store.nodeID)
+        #expect(revoked.contains("epoch 1"), "\(revoked)")
+        for device in [b, d] { _ = try device.engine.sync() }
+        for device in [a, b, d] { #expect(device.transport.keyring?.currentEpoch == 1) }
+        try Self.add("a after", to: a)
+        try Self.add("b after", to: b)
+        try Self.add("d after", to: d)
+        try Self.add("c after its revocation", to: c)
+        _ = try? c.engine.sync()
+        for _ in 0..<2 { for device in [a, b, d] { _ = try device.engine.sync() } }
+        // What the others wrote after the revocation: c opens none of it.
+        let written = try zip([a, b, d], before).flatMap { try segments(of: $0).subtracting($1) }
+        var opened = 0
+        for name in written where (try? c.transport.read(name, maximumBytes: 1 << 20)) != nil { opened += 1 }
+        #expect(written.count >= 3 && opened == 0, "c opened \(opened) of the \(written.count) segments written after its revocation")
+        // The members read them all.
+        #expect(written.allSatisfy { (try? b.transport.read($0, maximumBytes: 1 << 20)) != nil || $0.node.rawValue == b.store.nodeID })
+        #expect(c.transport.roster().leftOut, "c knows it was left out")
+        // What c signed after its revocation is refused, with why; the others converge without it.
+        let expected = approved.union(["a after", "b after", "d after"])
+        for device in [a, b, d] {
+            #expect(try Self.titles(device) == expected)
+            let refusals = try device.store.sync.refusals()
+            #expect(refusals.contains { $0.node.rawValue == c.store.nodeID && $0.reason.contains("revoked") }, "\(refusals)")
+        }
+        // c's revocation is final, and a device does not revoke itself.
+        #expect(throws: TransportError.self) { try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint) }
+        #expect(throws: TransportError.self) { try a.transport.revoke(a.store.nodeID) }
+    }
+
+    @Test("the roster: its bytes round-trip, every changed byte is refused, and a grant opens only for its recipient")
+    func rosterBytes() throws {
+        let key = AccountKey.random()
+        let author = NodeSigningKey(), member = NodeSigningKey(), stranger = NodeSigningKey()
+        let roster = try Roster.make(
+            account: "a", keyID: key.keyID, version: 1, epochKeys: [key.firstEpochKeyBytes, [UInt8](repeating: 7, count: 32)],
+            members: [Roster.Member(node: "n1", signingKey: member.publicKey, agreementKey: member.agreementPublicKey)], revoked: [],
+            recovery: Array(key.recoveryAgreementKey.publicKey.rawRepresentation), author: author)
+        let bytes = roster.encoded()
+        #expect(try Roster.decode(bytes) == roster)
+        #expect(roster.epochKeys(for: member.agreementKey)?.last == [UInt8](repeating: 7, count: 32))
+        #expect(roster.epochKeys(for: key.recoveryAgreementKey)?.count == 2, "the recovery phrase is a recipient")
+        #expect(roster.epochKeys(for: stranger.agreementKey) == nil)
+        var rng = SeededRandom(seed: 37)
+        for _ in 0..<300 {
+            var changed = bytes
+            let at = Int.random(in: 0..<changed.count, using: &rng)
+            changed[at] ^= UInt8.random(in: 1...255, using: &rng)
+            #expect(throws: SealError.self) { try Roster.decode(changed) }
+        }
+        for cut in stride(from: 0, to: bytes.count, by: 7) { #expect(throws: SealError.self) { try Roster.decode(Array(bytes[0..<cut])) } }
+    }
+}
