@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LogsyncCore
+import LogsyncPlatform
 import LogsyncSeal
 import LogsyncStore
 import LogsyncSync
@@ -123,7 +124,7 @@ struct SealSuite: ParsableCommand, BenchmarkSuite {
     /// Revoking 1 of 10 devices: one member holds the phrase and approved the nine others (untimed); the
     /// revocation — reading the slots, a new epoch key wrapped with HPKE to 9 members and the phrase, the
     /// roster signed, the member's slot sealed again and published — is timed in CPU seconds of the
-    /// calling thread, and the bytes it writes are the slot it replaces.
+    /// process (`getrusage`), and the bytes it writes are the slot it replaces.
     func revocation(in folder: String, key: AccountKey) throws {
         var revokeCPU: [Double] = []
         var written: [Double] = []
@@ -142,19 +143,13 @@ struct SealSuite: ParsableCommand, BenchmarkSuite {
             let others = try nodes.dropFirst().map { try transport($0, phrase: false) }
             for device in others { _ = try? device.refresh(excluding: nodes[0]) }  // each publishes its card
             for device in others { _ = try member.approve(fingerprint: device.signingKeyFingerprint) }
-            let start = Self.threadCPUSeconds()
+            let start = ProcessUsage.cpuTime
             _ = try member.revoke(nodes[9].rawValue)
-            revokeCPU.append(Self.threadCPUSeconds() - start)
+            revokeCPU.append((ProcessUsage.cpuTime - start) / .seconds(1))
             written.append(Double(try member.inner.progressRecords()[nodes[0]]?.count ?? 0))
             Report.progress("  round \(round + 1)/3: revoking 1 of 10 devices took \(formatted(revokeCPU.last! * 1000)) ms of CPU and wrote \(grouped(Int(written.last!))) bytes")
         }
         Report.emit(metric("revoke_cpu_ms", Stats.median(revokeCPU) * 1000, unit: "ms", goal: 1000, .lower, decimals: 2))
         Report.emit(metric("revoke_bytes_written", Stats.median(written), unit: "B", goal: 10_240, .lower, decimals: 0))
-    }
-
-    static func threadCPUSeconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 }

@@ -99,6 +99,14 @@ enum Fixtures {
 
     static let sealedSegment: [UInt8] = seal(.segment, first: 1, last: 3, plainSegment)
     static let sealedProgressRecord: [UInt8] = seal(.progressRecord, first: 0, last: 0, progressRecord)
+    /// A progress slot: the sealed record, the fixed signer's card and a roster of three members.
+    static let deviceSlot: [UInt8] = {
+        do {
+            return try DeviceSlotDecoding.sample(content: progressRecord, node: node, keyring: keyring)
+        } catch {
+            fatalError("logsync-fuzz: the device slot: \(error)")
+        }
+    }()
     /// The plain baseline sealed in three chunks.
     static let sealedBaseline: [UInt8] = sealBaseline(plainBaseline, chunkSizes: [40, 17])
 

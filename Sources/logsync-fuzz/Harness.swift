@@ -58,6 +58,12 @@ enum Mode: UInt8, CaseIterable, CustomStringConvertible {
     /// the content back, else the harness traps), then decoded as that plain object: every path after
     /// authentication, on authentic objects.
     case sealRoundTrip
+    /// A progress slot's device appendix: the slot split, its card and roster decoded and the roster's
+    /// grants opened with the fixed signing key; the decoders also on the whole input.
+    case deviceSlot
+    /// `{ position u16, value u8 } …`: a valid slot (record, card, a roster of three members over two
+    /// epochs) made at start-up, changed as in sealedMutated, then decoded as in deviceSlot.
+    case deviceSlotMutated
 
     var description: String {
         switch self {
@@ -73,6 +79,8 @@ enum Mode: UInt8, CaseIterable, CustomStringConvertible {
         case .sealedBaseline: return "sealed-baseline"
         case .sealedMutated: return "sealed-mutated"
         case .sealRoundTrip: return "seal-round-trip"
+        case .deviceSlot: return "device-slot"
+        case .deviceSlotMutated: return "device-slot-mutated"
         }
     }
 }
@@ -183,18 +191,7 @@ enum Harness {
         case .sealedMutated:
             let which = reader.byte() % 3
             let sizes = reader.pieceSizes()
-            var bytes = [Fixtures.sealedSegment, Fixtures.sealedProgressRecord, Fixtures.sealedBaseline][Int(which)]
-            while reader.remaining >= 3 {
-                let position = Int(reader.u16()) % (bytes.count + 1)
-                let value = reader.byte()
-                if value == 0 {
-                    bytes.removeSubrange(position...)
-                } else if position == bytes.count {
-                    bytes.append(value)
-                } else {
-                    bytes[position] ^= value
-                }
-            }
+            let bytes = mutated([Fixtures.sealedSegment, Fixtures.sealedProgressRecord, Fixtures.sealedBaseline][Int(which)], &reader)
             switch which {
             case 0: return try openSegment(bytes)
             case 1: return try openProgressRecord(bytes)
@@ -204,7 +201,29 @@ enum Harness {
             let which = reader.byte() % 3
             let sizes = reader.pieceSizes()
             return try roundTrip(which, reader.rest(), sizes: sizes)
+        case .deviceSlot:
+            return try DeviceSlotDecoding.decode(reader.rest(), opening: Fixtures.keyring.signingKey)
+        case .deviceSlotMutated:
+            return try DeviceSlotDecoding.decode(mutated(Fixtures.deviceSlot, &reader), opening: Fixtures.keyring.signingKey)
         }
+    }
+
+    /// `bytes` changed by the `{ position u16, value u8 }` triples left in `reader`: xor with the value, a
+    /// value of 0 cuts there, a position past the end appends.
+    private static func mutated(_ bytes: [UInt8], _ reader: inout InputReader) -> [UInt8] {
+        var bytes = bytes
+        while reader.remaining >= 3 {
+            let position = Int(reader.u16()) % (bytes.count + 1)
+            let value = reader.byte()
+            if value == 0 {
+                bytes.removeSubrange(position...)
+            } else if position == bytes.count {
+                bytes.append(value)
+            } else {
+                bytes[position] ^= value
+            }
+        }
+        return bytes
     }
 
     /// The body as given, or stored in a zlib stream, and the length the trailer states.

@@ -36,6 +36,8 @@ enum Seeds {
             ("seal-round-trip-segment", input(.sealRoundTrip, [0] + pieces + segment)),
             ("seal-round-trip-progress-record", input(.sealRoundTrip, [1] + pieces + record)),
             ("seal-round-trip-baseline", input(.sealRoundTrip, [2] + pieces + baseline)),
+            ("device-slot", input(.deviceSlot, Fixtures.deviceSlot)),
+            ("device-slot-mutated", input(.deviceSlotMutated, [])),
         ]
     }
 

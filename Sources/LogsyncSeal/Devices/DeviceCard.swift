@@ -97,3 +97,36 @@ enum ProgressSlot {
         (try? SealedHeader.decode(record).header.keyEpoch) == placeholderEpoch
     }
 }
+
+/// The device appendix's decoders on any bytes, for the fuzz target (`scripts/decoder-fuzz.sh`): a slot
+/// split, its card and roster decoded, and the roster's grants tried with a fixed key. Throws what a
+/// reader would refuse; never traps.
+package enum DeviceSlotDecoding {
+    package static func decode(_ bytes: [UInt8], opening key: NodeSigningKey) throws(SealError) -> String {
+        let slot = ProgressSlot.decode(bytes)
+        var parts: [String] = ["record of \(slot.record.count) bytes"]
+        if slot.card != nil { parts.append("a card") }
+        if let roster = slot.roster { parts.append("a roster of \(roster.members.count) members, \(roster.epochKeys(for: key.agreementKey)?.count ?? 0) keys opened") }
+        // The decoders on the whole input too, as if it were only a card or a roster.
+        if let roster = try? Roster.decode(bytes) { parts.append("a whole roster at epoch \(roster.epoch)") }
+        if (try? DeviceCard.decode(bytes)) != nil { parts.append("a whole card") }
+        _ = ProgressSlot.isPlaceholder(slot.record)
+        guard slot.card != nil || slot.roster != nil else { throw SealError(.malformed, "no device appendix") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// A valid slot: a sealed progress record of `content`, the card of `keyring`'s signer as `node`, and a
+    /// roster of three members over two epochs made by it.
+    package static func sample(content: [UInt8], node: NodeID, keyring: SealKeyring) throws(SealError) -> [UInt8] {
+        let record = try Sealer.seal(.progressRecord, node: node, content: content, keyring: keyring).bytes
+        let others = (1...2).map { index in try! NodeSigningKey(rawRepresentation: (0..<32).map { UInt8($0) &* 3 &+ UInt8(index) }) }
+        let members = [keyring.signingKey] + others
+        let roster = try Roster.make(
+            account: keyring.account, keyID: keyring.keyID, version: 2, epochKeys: keyring.allEpochKeys + [[UInt8](repeating: 9, count: 32)],
+            members: members.enumerated().map { Roster.Member(node: "node-\($0.offset)", signingKey: $0.element.publicKey, agreementKey: $0.element.agreementPublicKey) },
+            revoked: [Roster.Revoked(node: "gone", signingKey: [UInt8](repeating: 1, count: 32), through: 7)],
+            recovery: keyring.accountKey.map { Array($0.recoveryAgreementKey.publicKey.rawRepresentation) } ?? [UInt8](repeating: 0, count: 32),
+            author: keyring.signingKey)
+        return ProgressSlot.encode(record: record, card: try DeviceCard(node: node, key: keyring.signingKey), roster: roster.encoded())
+    }
+}

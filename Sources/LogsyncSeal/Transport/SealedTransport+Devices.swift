@@ -71,6 +71,8 @@ extension SealedTransport {
     }
 
     /// Publishes this node's slot: `record`, then its card and the roster it holds.
+    /// One publish at a time, the roster read inside: a round's progress record and an approval's slot
+    /// cannot land in the order that leaves the older roster on the carrier.
     func publishSlot(record: [UInt8]) throws(TransportError) {
         let card: DeviceCard
         do {
@@ -78,7 +80,9 @@ extension SealedTransport {
         } catch {
             throw TransportError(.io, "cannot sign this device's card: \(error)", cause: error)
         }
-        try inner.publishProgress(ProgressSlot.encode(record: record, card: card, roster: devicesState.withLock { $0.rosterBytes }))
+        try slotPublishing.withLock { _ throws(TransportError) in
+            try inner.publishProgress(ProgressSlot.encode(record: record, card: card, roster: devicesState.withLock { $0.rosterBytes }))
+        }
     }
 
     /// Publishes the slot again after the roster changed: the last progress record sealed under the
@@ -100,10 +104,14 @@ extension SealedTransport {
 
     /// Refuses what a revoked device signed past what was verified before its revocation.
     func checkNotRevoked(_ signer: [UInt8], through last: UInt64) throws(SealError) {
+        if let problem = revocationProblem(signer, through: last) { throw problem }
+    }
+
+    func revocationProblem(_ signer: [UInt8], through last: UInt64) -> SealError? {
         guard let (gone, version) = devicesState.withLock({ state in state.roster.flatMap { roster in roster.revocation(of: signer).map { ($0, roster.version) } } }),
             last > gone.through
-        else { return }
-        throw SealError(
+        else { return nil }
+        return SealError(
             .revoked,
             "it is signed by \(NodeSigningKey.fingerprint(of: signer)) (node \(gone.node)), revoked from the account in roster version \(version) after its sequence \(gone.through)")
     }
@@ -225,7 +233,10 @@ extension SealedTransport {
             guard member.signingKey != signingKey.publicKey else {
                 throw TransportError(.conflict, "a device does not revoke itself: revoke it from another member")
             }
-            let through = ledger.withLock { $0.state.peers[member.node]?.last ?? 0 }
+            // What is taken from it: everything on the carrier now, which every node that applied any of
+            // its segments read them from, and at least what was verified here.
+            let listed = (try? inner.ownSegments(of: NodeID(member.node)).map(\.lastSequence).max()) ?? nil
+            let through = max(ledger.withLock { $0.state.peers[member.node]?.last ?? 0 }, listed ?? 0)
             members.remove(at: index)
             revoked.append(Roster.Revoked(node: member.node, signingKey: member.signingKey, through: through))
             keys.append(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })

@@ -29,6 +29,8 @@ public final class SealedTransport: Transport {
     /// Where the roster this node holds is kept; nil: in memory only.
     let rosterPath: String?
     let rosterInterval: Duration
+    /// Held while the slot is published (``publishSlot(record:)``).
+    let slotPublishing = Mutex<Void>(())
     /// Where the ledger is kept; nil: in memory only.
     let ledgerPath: String?
     let ledger: Mutex<(state: ChainLedger, dirty: Bool)>
@@ -413,10 +415,11 @@ public final class SealedTransport: Transport {
         } catch {
             throw TransportError(.io, "\(what) \(error)", cause: nil)
         }
-        let problem: SealError? = ledger.withLock { held in
+        let problem: SealError? = ledger.withLock { held -> SealError? in
             guard name.node != node else { return nil }
             let peer = held.state.peers[name.node.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opener.signer))
             if let problem = Self.signerProblem(peer, opener.signer) { return problem }
+            if let revoked = revocationProblem(opener.signer, through: .max) { return revoked }
             if held.state.peers[name.node.rawValue] == nil {
                 held.state.peers[name.node.rawValue] = peer
                 held.dirty = true
