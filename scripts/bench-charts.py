@@ -58,7 +58,7 @@ TABLE = [
     ("bootstrap", ["bootstrap_1m_s", "bootstrap_peak_rss_mb", "bootstrap_vs_plain", "bootstrap_vs_replay"]),
     ("upgrade", ["upgrade_1m_ms", "upgrade_vs_open", "mixed_import_vs_same"]),
     ("scale", ["arrival_cpu_100k_vs_1k", "dir_p50_ms_100k", "soak_cpu_growth"]),
-    ("seal", ["sealed_bytes_per_change_over_plain", "replay_sealed_vs_plain", "seal_mb_per_s", "open_mb_per_s"]),
+    ("seal", ["sealed_bytes_per_change_over_plain", "replay_sealed_vs_plain", "seal_mb_per_s", "open_mb_per_s", "revoke_cpu_ms", "revoke_bytes_written"]),
     ("relay", ["pushes_per_s", "sealed_pushes_vs_plain", "longpoll_p99_ms", "relay_p50_ms", "relay_p99_ms"]),
     ("relay-postgres", ["pushes_per_s", "sealed_pushes_vs_plain", "pushes_vs_pgbench", "relay_cpu_us_per_push", "longpoll_p99_ms", "cross_relay_wake_p50_ms",
                         "load_errors", "idle_longpoll_kb"]),
