@@ -63,6 +63,8 @@ struct SealedDevicesTests {
             let waiting = #expect(throws: TransportError.self) { try device.engine.sync() }
             #expect(waiting?.code == .awaitingApproval && waiting?.message.contains(device.transport.signingKeyFingerprint) == true, "\(String(describing: waiting))")
         }
+        #expect(c.transport.roster().awaitingApproval && c.transport.roster().waiting.isEmpty, "a waiting device lists nobody as waiting")
+        #expect(throws: TransportError.self) { try c.transport.approve(fingerprint: d.transport.signingKeyFingerprint) }
         #expect(throws: TransportError.self) { try a.transport.approve(fingerprint: "0000-0000-0000-0000") }
         let message = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
         #expect(message.contains("approved"), "\(message)")

@@ -251,7 +251,8 @@ extension SealedTransport {
         let state = devicesState.withLock { $0 }
         let members = state.roster?.members ?? (state.keyring == nil ? [] : initialMembers(state))
         let known = Set(members.map(\.signingKey) + (state.roster?.revoked.map(\.signingKey) ?? []))
-        let waiting = state.cards.values.filter { !known.contains($0.signingKey) && $0.node != node.rawValue }.sorted { $0.node < $1.node }
+        // A device that waits itself cannot tell members from newcomers, nor approve anyone: it lists none.
+        let waiting = state.keyring == nil ? [] : state.cards.values.filter { !known.contains($0.signingKey) && $0.node != node.rawValue }.sorted { $0.node < $1.node }
         return (state.keyring?.currentEpoch ?? 0, state.roster?.version ?? 0, members, state.roster?.revoked ?? [], waiting, state.keyring == nil, state.leftOut != nil)
     }
 }
