@@ -13,6 +13,10 @@ public enum FaultInjection {
         die()
     }
 
+    /// Whether `LOGSYNC_FAULT` names this point: for faults that are a branch, not a crash (a carrier
+    /// that cannot be reached at one moment).
+    public static func isSelected(_ name: StaticString) -> Bool { selected == name.description }
+
     /// SIGKILL of this process, now: what a power cut leaves.
     public static func die() -> Never {
         kill(getpid(), SIGKILL)

@@ -133,8 +133,10 @@ struct SealedDaemonTests {
         for node in [a, b] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
 
-    @Test("a sealed node restored from an old backup and written to takes a new node id and signing key: 0 forks, 0 refused, every write everywhere")
-    func restoredBackup() async throws {
+    @Test(
+        "a sealed node restored from an old backup and written to takes a new node id and signing key: 0 forks, 0 refused, every write everywhere (found at start, or by a round and remounted)",
+        arguments: [false, true])
+    func restoredBackup(foundByARound: Bool) async throws {
         let cluster = try cluster("sealrestore")
         let keyFile = cluster.directory.file("account.key")
         #expect(try await Subprocess.run(Products.path("logsync"), ["seal", "new", keyFile]).status == 0)
@@ -168,8 +170,14 @@ struct SealedDaemonTests {
         for name in try FileManager.default.contentsOfDirectory(atPath: backup) {
             try FileManager.default.copyItem(atPath: backup + "/" + name, toPath: URL(fileURLWithPath: a.storePath).deletingLastPathComponent().path + "/" + name)
         }
-        try await a.start()
+        try await a.start(environment: foundByARound ? ["LOGSYNC_FAULT": "mount.carrier-unreachable"] : [:])
         try await a.awaitLog("took the new node id")
+        if foundByARound {
+            // The round that found it does not go on with the old id: the store is mounted again under the new one.
+            try await eventually(within: .seconds(30), "a syncs again under its new node id") {
+                (try await a.status()["node"] as? String).map { $0 != old && !$0.isEmpty } ?? false
+            }
+        }
         let new = try #require(a.nodeID)
         #expect(new != old)
         try await add(["after the restore"], to: a)

@@ -25,7 +25,8 @@ extension StoreMount {
         var engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
         var restored: StoreRestored?
         do {
-            try engine.checkOwnHistory()
+            // Tests take the round's path instead: a carrier that cannot be asked at mount.
+            if !FaultInjection.isSelected("mount.carrier-unreachable") { try engine.checkOwnHistory() }
         } catch let found as StoreRestored {
             restored = found
             opened = try openStore(at: store.path, schema: schema)
