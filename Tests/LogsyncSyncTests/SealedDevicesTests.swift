@@ -111,6 +111,41 @@ struct SealedDevicesTests {
         #expect(throws: TransportError.self) { try a.transport.revoke(a.store.nodeID) }
     }
 
+    @Test("with a roster, an object in a member's place signed by another key is refused, even by a node that never saw that member")
+    func rosterNamesTheSigners() throws {
+        let cluster = try SyncCluster("devices-signers")
+        let key = AccountKey.random()
+        let a = try Self.device(cluster, "a", phrase: key), c = try Self.device(cluster, "c", phrase: nil)
+        _ = try a.engine.sync()
+        _ = try? c.engine.sync()
+        _ = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        try Self.add("c approved", to: c)
+        _ = try c.engine.sync()
+        // A carrier working with someone who holds the phrase but not c's key: c's progress slot withheld,
+        // and c's first segment swapped for one signed by another key, so that the forgery is the first
+        // object of c's a newcomer sees.
+        let cNode = NodeID(c.store.nodeID)
+        let real = try #require(try a.transport.inner.ownSegments(of: cNode).first)
+        let forged = try Sealer.seal(
+            .segment, first: real.firstSequence, last: real.lastSequence, node: cNode,
+            content: try SegmentEncoder.encode(
+                schemaVersion: a.store.schema.version, account: Self.account, node: cNode,
+                transactions: [LogTransaction(
+                    sequence: real.firstSequence, timestamp: HLCTimestamp(physicalMilliseconds: UInt64(Date().timeIntervalSince1970 * 1000), logical: 0), author: "mallory", contextName: nil,
+                    changes: [LogChange(entity: "Note", primaryKey: SyncCluster.id(), kind: .insert, causalLength: 1, values: ["title": .text("forged"), "rank": .integer(0)])])]),
+            keyring: SealKeyring(account: Self.account, accountKey: key, signingKey: NodeSigningKey()))
+        let folder = cluster.shared + "/\(Self.account)/\(cNode)"
+        try Data(forged.bytes).write(to: URL(fileURLWithPath: folder + "/" + real.fileName))
+        try FileManager.default.removeItem(atPath: folder + "/" + ProgressRecordName.fileName)
+        // e holds the phrase and has never opened anything of c's: the roster, not first sight, says who c is.
+        let e = try Self.device(cluster, "e", phrase: key)
+        for _ in 0..<2 { _ = try e.engine.sync() }
+        let seen = try Self.titles(e)
+        #expect(!seen.contains("forged"), "the forged note is not applied: \(seen)")
+        let refusals = try e.store.sync.refusals()
+        #expect(refusals.contains { $0.node == cNode && $0.reason.contains("roster") }, "\(refusals)")
+    }
+
     @Test("the roster: its bytes round-trip, every changed byte is refused, and a grant opens only for its recipient")
     func rosterBytes() throws {
         let key = AccountKey.random()

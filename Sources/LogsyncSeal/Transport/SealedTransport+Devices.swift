@@ -30,7 +30,11 @@ extension SealedTransport {
     /// The keys this node seals and opens with now; nil while it waits for approval.
     public var keyring: SealKeyring? { devicesState.withLock { $0.keyring } }
 
+    /// The keys, or — for a device that waits — a look for the roster that grants them first (an approval
+    /// may have come since the last look), then ``TransportError/Code/awaitingApproval``.
     func keys() throws(TransportError) -> SealKeyring {
+        if let keyring { return keyring }
+        try awaitApproval()
         if let keyring { return keyring }
         throw waiting()
     }
@@ -105,6 +109,17 @@ extension SealedTransport {
     /// Refuses what a revoked device signed past what was verified before its revocation.
     func checkNotRevoked(_ signer: [UInt8], through last: UInt64) throws(SealError) {
         if let problem = revocationProblem(signer, through: last) { throw problem }
+    }
+
+    /// With a roster, a node's objects must be signed by the key the roster names for that node (as a
+    /// member or a revoked device): no first-sight pinning for the nodes it knows.
+    func checkRosterSigner(node other: NodeID, signer: [UInt8]) throws(SealError) {
+        guard let roster = devicesState.withLock({ $0.roster }) else { return }
+        let named = roster.members.filter { $0.node == other.rawValue }.map(\.signingKey) + roster.revoked.filter { $0.node == other.rawValue }.map(\.signingKey)
+        guard !named.isEmpty, !named.contains(signer) else { return }
+        throw SealError(
+            .signerChanged,
+            "it is signed by \(NodeSigningKey.fingerprint(of: signer)), and the account's roster (version \(roster.version)) names \(named.map { NodeSigningKey.fingerprint(of: $0) }.joined(separator: ", ")) for node \(other)")
     }
 
     func revocationProblem(_ signer: [UInt8], through last: UInt64) -> SealError? {

@@ -198,6 +198,7 @@ public final class SealedTransport: Transport {
             opened = try Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes)
             try checkPlace(opened.header, node: name.node, first: name.firstSequence, last: name.lastSequence)
             try checkNotRevoked(opened.signer, through: name.lastSequence)
+            try checkRosterSigner(node: name.node, signer: opened.signer)
         } catch {
             throw Self.refusal(what, error)
         }
@@ -335,7 +336,10 @@ public final class SealedTransport: Transport {
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 try checkPlace(opened.header, node: owner, first: 0, last: 0)
-                if owner != node { try checkNotRevoked(opened.signer, through: .max) }
+                if owner != node {
+                    try checkNotRevoked(opened.signer, through: .max)
+                    try checkRosterSigner(node: owner, signer: opened.signer)
+                }
                 let record = try? ProgressRecord(decoding: opened.content)
                 let outcome: Result<[UInt8], SealError> = ledger.withLock { held in
                     var peer = held.state.peers[owner.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
@@ -414,6 +418,13 @@ public final class SealedTransport: Transport {
             throw error
         } catch {
             throw TransportError(.io, "\(what) \(error)", cause: nil)
+        }
+        if name.node != node {
+            do {
+                try checkRosterSigner(node: name.node, signer: opener.signer)
+            } catch {
+                throw Self.refusal(what, error)
+            }
         }
         let problem: SealError? = ledger.withLock { held -> SealError? in
             guard name.node != node else { return nil }
