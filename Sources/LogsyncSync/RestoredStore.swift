@@ -30,8 +30,14 @@ extension SyncEngine {
         if let restored = retentionMemory.state.withLock({ $0.newIdentity }) { throw restored }
         guard !retentionMemory.state.withLock({ $0.ownHistoryChecked }) else { return }
         let exported = try store.sync.exportedSequence()
-        let head = try transport.ownSegments(of: node).map(\.lastSequence).max() ?? 0
-        if head > exported {
+        let beyond = try transport.ownSegments(of: node).filter { $0.lastSequence > exported }.sorted()
+        // Only history that reads as this node's counts (in a sealed account: opens and is signed by this
+        // node's key): a name planted in the carrier, or a forgery, does not make a store take a new id.
+        if let first = beyond.first, let bytes = try? transport.read(first, maximumBytes: configuration.limits.maxSegmentBytes),
+            let header = try? SegmentDecoder.checkEnvelope(bytes, limits: configuration.limits), header.node == node,
+            header.account == configuration.account
+        {
+            let head = beyond.map(\.lastSequence).max() ?? first.lastSequence
             let ids = try store.sync.takeNewIdentity(checksum: Self.checksum)
             let restored = StoreRestored(old: ids.old, new: ids.new, carrierHead: head, exported: exported)
             retentionMemory.state.withLock { $0.newIdentity = restored }

@@ -64,10 +64,11 @@ import Testing
         board.announce(account: "a", arrival: 6)
         #expect(try await waiting.value)
         #expect(board.waiting == 0)
-        // Times out with false.
+        // Times out with false: well before anything else here would end it (a saturated machine took 6 s
+        // to run a 50 ms wait to its end; how fast belongs in the relay benchmark).
         let started = ContinuousClock.now
         #expect(try await !board.wait(account: "a", after: 6, timeout: .milliseconds(50)))
-        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(ContinuousClock.now - started < .seconds(25))
         // Bounded: a third waiter is refused with busy.
         let first = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(30)) }
         let second = Task { try await board.wait(account: "c", after: 0, timeout: .seconds(30)) }

@@ -18,13 +18,17 @@ struct RestoredStoreTests {
     func restoredBackupStartsANewHistory(sealed: Bool) throws {
         let cluster = try SyncCluster(sealed ? "restore-sealed" : "restore")
         let key = AccountKey.random()
+        // As syncd keeps them beside the store: one signing key per node id, kept across a restore.
+        var signers: [String: NodeSigningKey] = [:]
         func engine(_ store: Store) throws -> SyncEngine {
+            let signer = signers[store.nodeID] ?? NodeSigningKey()
+            signers[store.nodeID] = signer
             let folder = try DirectoryTransport(root: cluster.shared, account: "default", node: NodeID(store.nodeID))
             // As syncd keeps them: a signing key and a chain ledger per node id.
             let transport: any Transport =
                 sealed
                 ? SealedTransport(
-                    wrapping: folder, keyring: SealKeyring(account: "default", accountKey: key, signingKey: NodeSigningKey()), node: NodeID(store.nodeID),
+                    wrapping: folder, keyring: SealKeyring(account: "default", accountKey: key, signingKey: signer), node: NodeID(store.nodeID),
                     ledgerPath: cluster.directory.file("\(store.nodeID).chain"))
                 : folder
             return SyncEngine(store: store, transport: transport, configuration: SyncConfiguration(maximumChangesPerSegment: 2))
@@ -85,5 +89,19 @@ struct RestoredStoreTests {
         let names = try DirectoryTransport(root: cluster.shared, account: "default", node: NodeID(b.nodeID)).ownSegments(of: NodeID(restored.nodeID))
         #expect(names.first?.firstSequence == 1)
         #expect(try eb.transport.ownSegments(of: NodeID(old)).map(\.lastSequence).max() == 12)
+    }
+
+    @Test("a name planted in the carrier past a healthy node's history does not make its store take a new id")
+    func plantedNameIsNoRestore() throws {
+        let cluster = try SyncCluster("restore-planted")
+        let a = try cluster.store("a")
+        let engine = try cluster.engine(a)
+        try a.write { tx in try tx.insert("Note", ["id": SyncCluster.id(), "title": .text("one"), "rank": .integer(0)]) }
+        _ = try engine.sync()
+        let name = SegmentName(node: NodeID(a.nodeID), firstSequence: 2, lastSequence: 500)
+        FileManager.default.createFile(atPath: cluster.shared + "/default/\(a.nodeID)/" + name.fileName, contents: Data("not a segment".utf8))
+        let fresh = try cluster.engine(a)
+        _ = try? fresh.sync()
+        #expect(try Store(path: cluster.storePath("a"), schema: cluster.storeSchema).nodeID == a.nodeID, "the node id is kept")
     }
 }

@@ -70,6 +70,8 @@ struct SealedDevicesTests {
         #expect(message.contains("approved"), "\(message)")
         #expect(a.transport.roster().members.count == 3, "a, b (verified under the key) and c")
         #expect(a.transport.roster().waiting.map(\.node) == [d.store.nodeID])
+        _ = try? d.engine.sync()
+        #expect(d.transport.roster().awaitingApproval && !d.transport.roster().leftOut, "a device that waits was not revoked")
         for _ in 0..<2 { for device in [c, a, b] { _ = try device.engine.sync() } }
         #expect(try Self.titles(c) == ["a before", "b before"], "c reads the history once approved")
         try Self.add("c approved", to: c)
@@ -81,7 +83,12 @@ struct SealedDevicesTests {
         // c is revoked; every member learns of it at its next refresh and seals under the new epoch.
         func segments(of device: Device) throws -> Set<SegmentName> { Set(try a.transport.inner.ownSegments(of: NodeID(device.store.nodeID))) }
         let before = try [a, b, d].map(segments)
+        // A name planted past c's head does not move where c's history is cut: only what opens counts.
+        let cFolder = cluster.shared + "/\(Self.account)/\(c.store.nodeID)"
+        let cHead = try a.transport.inner.ownSegments(of: NodeID(c.store.nodeID)).map(\.lastSequence).max() ?? 0
+        FileManager.default.createFile(atPath: cFolder + "/" + SegmentName(node: NodeID(c.store.nodeID), firstSequence: cHead + 1, lastSequence: 999_999).fileName, contents: Data())
         let revoked = try a.transport.revoke(c.store.nodeID)
+        #expect(a.transport.roster().revoked.first?.through == cHead, "\(a.transport.roster().revoked)")
         #expect(revoked.contains("epoch 1"), "\(revoked)")
         for device in [b, d] { _ = try device.engine.sync() }
         for device in [a, b, d] { #expect(device.transport.keyring?.currentEpoch == 1) }
@@ -106,6 +113,13 @@ struct SealedDevicesTests {
             let refusals = try device.store.sync.refusals()
             #expect(refusals.contains { $0.node.rawValue == c.store.nodeID && $0.reason.contains("revoked") }, "\(refusals)")
         }
+        // A device that joins with the phrase after the revocation (it can open nothing sealed since, so it
+        // has verified nobody) takes the roster, whose recovery grant proves its author held the account's
+        // keys, and reads everything.
+        let f = try Self.device(cluster, "f", phrase: key)
+        for _ in 0..<3 { _ = try? f.engine.sync() }
+        #expect(f.transport.keyring?.currentEpoch == 1)
+        #expect(try Self.titles(f) == expected)
         // c's revocation is final, and a device does not revoke itself.
         #expect(throws: TransportError.self) { try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint) }
         #expect(throws: TransportError.self) { try a.transport.revoke(a.store.nodeID) }
@@ -144,6 +158,32 @@ struct SealedDevicesTests {
         #expect(!seen.contains("forged"), "the forged note is not applied: \(seen)")
         let refusals = try e.store.sync.refusals()
         #expect(refusals.contains { $0.node == cNode && $0.reason.contains("roster") }, "\(refusals)")
+    }
+
+    @Test("a member cannot put the roster's version out of reach: a jump past the bound is not taken, and a revocation still goes through")
+    func versionJumpRefused() throws {
+        let cluster = try SyncCluster("devices-version")
+        let key = AccountKey.random()
+        let a = try Self.device(cluster, "a", phrase: key), c = try Self.device(cluster, "c", phrase: nil)
+        _ = try a.engine.sync()
+        _ = try? c.engine.sync()
+        _ = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        _ = try c.engine.sync()
+        // c (a stolen device, say) makes a roster of its own with the version near the end of the numbers.
+        let held = try #require(c.transport.devicesState.withLock { $0.roster })
+        let ring = try #require(c.transport.keyring)
+        let jump = try Roster.make(
+            account: Self.account, keyID: ring.keyID, version: UInt64.max, epochKeys: ring.allEpochKeys, members: held.members, revoked: [],
+            recovery: held.recovery, author: c.transport.signingKey)
+        #expect(!a.transport.adopt(jump, bytes: jump.encoded()), "a version jump past the bound is not taken")
+        #expect(a.transport.roster().version == held.version)
+        let revoked = try a.transport.revoke(c.store.nodeID)
+        #expect(revoked.contains("epoch 1"), "\(revoked)")
+        // And once revoked, c can never author a roster a member takes, even a well-formed next one.
+        let next = try Roster.make(
+            account: Self.account, keyID: ring.keyID, version: a.transport.roster().version + 1, epochKeys: ring.allEpochKeys, members: held.members,
+            revoked: [], recovery: held.recovery, author: c.transport.signingKey)
+        #expect(!a.transport.adopt(next, bytes: next.encoded()))
     }
 
     @Test("the roster: its bytes round-trip, every changed byte is refused, and a grant opens only for its recipient")

@@ -3,6 +3,7 @@ import Logging
 import LogsyncControl
 import LogsyncCore
 import LogsyncPlatform
+import LogsyncRelayTransport
 import LogsyncStore
 import LogsyncSync
 import LogsyncSystemd
@@ -25,8 +26,9 @@ extension StoreMount {
         var engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
         var restored: StoreRestored?
         do {
-            // Tests take the round's path instead: a carrier that cannot be asked at mount.
-            if !FaultInjection.isSelected("mount.carrier-unreachable") { try engine.checkOwnHistory() }
+            // A relay is asked by the first round instead, after syncd is ready: its first pull is the
+            // account's whole history. Tests take the round's path with a fault point.
+            if !(transport.carrierTransport is RelayTransport), !FaultInjection.isSelected("mount.carrier-unreachable") { try engine.checkOwnHistory() }
         } catch let found as StoreRestored {
             restored = found
             opened = try openStore(at: store.path, schema: schema)

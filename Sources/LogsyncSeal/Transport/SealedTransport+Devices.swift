@@ -22,6 +22,8 @@ extension SealedTransport {
         var slotsReadAt: ContinuousClock.Instant?
         /// A valid newer roster that grants this device nothing: it was revoked.
         var leftOut: Roster?
+        /// Every key a roster held here revoked: no later roster may be made by one or name one as a member.
+        var revokedKeys: Set<[UInt8]> = []
     }
 
     /// This device's signing key's fingerprint: what a member approves it by.
@@ -122,6 +124,12 @@ extension SealedTransport {
             "it is signed by \(NodeSigningKey.fingerprint(of: signer)), and the account's roster (version \(roster.version)) names \(named.map { NodeSigningKey.fingerprint(of: $0) }.joined(separator: ", ")) for node \(other)")
     }
 
+    /// This node's own segments are signed by its own key (a restore keeps the key beside the store).
+    func checkOwnSigner(_ signer: [UInt8]) throws(SealError) {
+        guard signer != signingKey.publicKey else { return }
+        throw SealError(.signerChanged, "it is sealed as this node's own, and signed by \(NodeSigningKey.fingerprint(of: signer)), not by this node's key")
+    }
+
     func revocationProblem(_ signer: [UInt8], through last: UInt64) -> SealError? {
         guard let (gone, version) = devicesState.withLock({ state in state.roster.flatMap { roster in roster.revocation(of: signer).map { ($0, roster.version) } } }),
             last > gone.through
@@ -145,26 +153,41 @@ extension SealedTransport {
         for (roster, bytes) in candidates.sorted(by: { $0.roster.version > $1.roster.version }) where adopt(roster, bytes: bytes) { return }
     }
 
-    /// Takes `roster` when it is newer than the one held (of two of one version, the one whose bytes hash
-    /// lower, so that concurrent changes end the same on every node), of this account and key, made by a
-    /// member of the roster held (before any: by a device verified here under the account key, or for a
-    /// device without keys, whoever granted it them), and grants this device — or the recovery phrase it
-    /// holds — the keys of every epoch, keeping the ones held. Returns whether it is the roster held now.
+    /// Takes `roster` when it is newer than the one held, of this account and key, made by a member of the
+    /// roster held, and grants this device — or the recovery phrase it holds — the keys of every epoch,
+    /// keeping the ones held. Returns whether it is the roster held now.
+    ///
+    /// - Newer: a higher version, at most ``maximumVersionStep`` above the one held (a member cannot
+    ///   jump the version out of reach); of two of one version, the one with the higher epoch, then more
+    ///   revocations, then the lower hash of its bytes — so a revocation wins over a concurrent approval,
+    ///   and concurrent changes end the same on every node.
+    /// - Before any roster is held: made by a device verified here under the account key, or — for a
+    ///   device holding the phrase — one whose recovery grant opens to the account's own epoch-0 key (its
+    ///   author held the account's keys); a device without keys takes the first that grants it keys.
+    /// - Never one made by, or naming as a member, a key a roster held here revoked.
     @discardableResult
     func adopt(_ roster: Roster, bytes: [UInt8], trusted: Bool = false) -> Bool {
         let pinned = Set(ledger.withLock { $0.state.peers.values.map(\.signer) })
         let taken: Bool = devicesState.withLock { state in
             guard roster.account == account else { return false }
             if let ring = state.keyring, roster.keyID != ring.keyID { return false }
+            guard !state.revokedKeys.contains(roster.author), !roster.members.contains(where: { state.revokedKeys.contains($0.signingKey) }) else { return false }
+            let phraseKeys = state.keyring?.accountKey.flatMap { roster.epochKeys(for: $0.recoveryAgreementKey) }
             if let held = state.roster, let heldBytes = state.rosterBytes {
                 if heldBytes == bytes { return true }
-                guard roster.version > held.version || (roster.version == held.version && Array(SHA256.hash(data: bytes)).lexicographicallyPrecedes(Array(SHA256.hash(data: heldBytes)))) else { return false }
+                guard roster.version <= held.version &+ Self.maximumVersionStep, roster.version >= held.version else { return false }
+                if roster.version == held.version {
+                    let mine = (held.epoch, held.revoked.count), theirs = (roster.epoch, roster.revoked.count)
+                    guard theirs > mine || (theirs == mine && Array(SHA256.hash(data: bytes)).lexicographicallyPrecedes(Array(SHA256.hash(data: heldBytes)))) else { return false }
+                }
                 guard trusted || held.member(signedBy: roster.author) != nil else { return false }
-            } else if state.keyring != nil, !trusted {
-                guard roster.author == signingKey.publicKey || pinned.contains(Hex.encode(roster.author)) else { return false }
+            } else if let ring = state.keyring, !trusted {
+                let provedByPhrase = ring.accountKey.map { phraseKeys?.first == $0.firstEpochKeyBytes } ?? false
+                guard roster.author == signingKey.publicKey || pinned.contains(Hex.encode(roster.author)) || provedByPhrase else { return false }
             }
-            guard let keys = roster.epochKeys(for: signingKey.agreementKey) ?? state.keyring?.accountKey.flatMap({ roster.epochKeys(for: $0.recoveryAgreementKey) }) else {
-                if roster.version > (state.roster?.version ?? 0) { state.leftOut = roster }
+            guard let keys = roster.epochKeys(for: signingKey.agreementKey) ?? phraseKeys else {
+                // A valid newer roster that grants this member nothing: it was revoked.
+                if state.keyring != nil, roster.version > (state.roster?.version ?? 0) { state.leftOut = roster }
                 return false
             }
             if let ring = state.keyring {
@@ -173,12 +196,20 @@ extension SealedTransport {
             state.keyring = SealKeyring(account: account, keyID: roster.keyID, keys: keys, signingKey: signingKey, accountKey: state.keyring?.accountKey)
             state.roster = roster
             state.rosterBytes = bytes
+            state.revokedKeys.formUnion(roster.revoked.map(\.signingKey))
             state.leftOut = nil
             return true
         }
         if taken, let rosterPath { try? DurableFiles.replace(rosterPath, with: bytes) }
         return taken
     }
+
+    /// How far a roster's version may move past the one held: more than enough for the changes one
+    /// device can miss, and far from the end of the numbers.
+    static let maximumVersionStep: UInt64 = 1 << 20
+
+    /// The largest segment a revocation reads to verify where the revoked device's history ends.
+    static let revocationReadLimit = 64 << 20
 
     /// The members a first roster starts from: this device, and every device whose card was read and whose
     /// objects were verified here under the account key.
@@ -203,7 +234,7 @@ extension SealedTransport {
         let roster: Roster
         do {
             roster = try Roster.make(
-                account: account, keyID: ring.keyID, version: (state.roster?.version ?? 0) + 1, epochKeys: keys, members: members, revoked: revoked,
+                account: account, keyID: ring.keyID, version: (state.roster?.version ?? 0) &+ 1, epochKeys: keys, members: members, revoked: revoked,
                 recovery: recovery, author: signingKey)
         } catch {
             throw TransportError(.io, "cannot \(what): \(error)", cause: error)
@@ -248,10 +279,15 @@ extension SealedTransport {
             guard member.signingKey != signingKey.publicKey else {
                 throw TransportError(.conflict, "a device does not revoke itself: revoke it from another member")
             }
-            // What is taken from it: everything on the carrier now, which every node that applied any of
-            // its segments read them from, and at least what was verified here.
-            let listed = (try? inner.ownSegments(of: NodeID(member.node)).map(\.lastSequence).max()) ?? nil
-            let through = max(ledger.withLock { $0.state.peers[member.node]?.last ?? 0 }, listed ?? 0)
+            // What is taken from it: what was verified here, and what the carrier holds of it now (every
+            // node that applied any of its segments read them there) — each of those read and verified
+            // here first, in order, so that neither a planted name nor a forgery moves the cutoff. A
+            // carrier that cannot be listed stops the revocation.
+            var through = ledger.withLock { $0.state.peers[member.node]?.last ?? 0 }
+            for name in try inner.ownSegments(of: NodeID(member.node)).sorted() where name.lastSequence > through {
+                guard name.firstSequence == through + 1, (try? read(name, maximumBytes: Self.revocationReadLimit)) != nil else { break }
+                through = name.lastSequence
+            }
             members.remove(at: index)
             revoked.append(Roster.Revoked(node: member.node, signingKey: member.signingKey, through: through))
             keys.append(SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) })

@@ -199,6 +199,7 @@ public final class SealedTransport: Transport {
             try checkPlace(opened.header, node: name.node, first: name.firstSequence, last: name.lastSequence)
             try checkNotRevoked(opened.signer, through: name.lastSequence)
             try checkRosterSigner(node: name.node, signer: opened.signer)
+            if name.node == node { try checkOwnSigner(opened.signer) }
         } catch {
             throw Self.refusal(what, error)
         }
