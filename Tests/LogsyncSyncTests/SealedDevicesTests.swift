@@ -38,6 +38,15 @@ struct SealedDevicesTests {
         return Device(store: store, transport: transport, engine: SyncEngine(store: store, transport: transport))
     }
 
+    /// `a`, holding the phrase, and `c`, which waited and `a` approved.
+    static func memberAndApproved(_ cluster: SyncCluster, key: AccountKey) throws -> (Device, Device) {
+        let a = try device(cluster, "a", phrase: key), c = try device(cluster, "c", phrase: nil)
+        _ = try a.engine.sync()
+        _ = try? c.engine.sync()
+        _ = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        return (a, c)
+    }
+
     static func add(_ title: String, to device: Device) throws {
         try device.store.write { tx in try tx.insert("Note", ["id": SyncCluster.id(), "title": .text(title), "rank": .integer(0)]) }
     }
@@ -129,10 +138,7 @@ struct SealedDevicesTests {
     func rosterNamesTheSigners() throws {
         let cluster = try SyncCluster("devices-signers")
         let key = AccountKey.random()
-        let a = try Self.device(cluster, "a", phrase: key), c = try Self.device(cluster, "c", phrase: nil)
-        _ = try a.engine.sync()
-        _ = try? c.engine.sync()
-        _ = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        let (a, c) = try Self.memberAndApproved(cluster, key: key)
         try Self.add("c approved", to: c)
         _ = try c.engine.sync()
         // A carrier working with someone who holds the phrase but not c's key: c's progress slot withheld,
@@ -164,10 +170,7 @@ struct SealedDevicesTests {
     func versionJumpRefused() throws {
         let cluster = try SyncCluster("devices-version")
         let key = AccountKey.random()
-        let a = try Self.device(cluster, "a", phrase: key), c = try Self.device(cluster, "c", phrase: nil)
-        _ = try a.engine.sync()
-        _ = try? c.engine.sync()
-        _ = try a.transport.approve(fingerprint: c.transport.signingKeyFingerprint)
+        let (a, c) = try Self.memberAndApproved(cluster, key: key)
         _ = try c.engine.sync()
         // c (a stolen device, say) makes a roster of its own with the version near the end of the numbers.
         let held = try #require(c.transport.devicesState.withLock { $0.roster })
