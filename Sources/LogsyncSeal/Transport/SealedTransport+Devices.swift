@@ -18,7 +18,7 @@ extension SealedTransport {
         /// The progress record last published, sealed again when the slot changes (a new roster).
         var lastProgress: [UInt8]?
         var placeholderPublished = false
-        /// When the slots were last read for a newer roster.
+        /// When the slots were last read (``SealedTransport/progressRecords()``), for a newer roster.
         var slotsReadAt: ContinuousClock.Instant?
         /// A valid newer roster that grants this device nothing: it was revoked.
         var leftOut: Roster?
@@ -68,11 +68,7 @@ extension SealedTransport {
     /// Reads the progress slots for a newer roster at most every ``rosterInterval``.
     func readRosterIfDue() throws(TransportError) {
         let now = ContinuousClock.now
-        let due = devicesState.withLock { state in
-            guard state.slotsReadAt.map({ now - $0 >= rosterInterval }) ?? true else { return false }
-            state.slotsReadAt = now
-            return true
-        }
+        let due = devicesState.withLock { state in state.slotsReadAt.map({ now - $0 >= rosterInterval }) ?? true }
         if due { _ = try progressRecords() }
     }
 
@@ -108,35 +104,28 @@ extension SealedTransport {
         }
     }
 
-    /// Refuses what a revoked device signed past what was verified before its revocation.
-    func checkNotRevoked(_ signer: [UInt8], through last: UInt64) throws(SealError) {
-        if let problem = revocationProblem(signer, through: last) { throw problem }
-    }
-
-    /// With a roster, a node's objects must be signed by the key the roster names for that node (as a
-    /// member or a revoked device): no first-sight pinning for the nodes it knows.
-    func checkRosterSigner(node other: NodeID, signer: [UInt8]) throws(SealError) {
+    /// Who may have signed an object of `other`'s that reaches sequence `last` (`.max` for objects that
+    /// are not a range of sequences):
+    /// - this node's own segments, only its own key (a restore keeps the key beside the store);
+    /// - with a roster, only the key it names for `other` (as a member or a revoked device): no
+    ///   first-sight pinning for the nodes it knows;
+    /// - a revoked device, nothing past what was taken from it at its revocation.
+    func checkSigner(_ signer: [UInt8], of other: NodeID, through last: UInt64) throws(SealError) {
+        if other == node, signer != signingKey.publicKey {
+            throw SealError(.signerChanged, "it is sealed as this node's own, and signed by \(NodeSigningKey.fingerprint(of: signer)), not by this node's key")
+        }
         guard let roster = devicesState.withLock({ $0.roster }) else { return }
         let named = roster.members.filter { $0.node == other.rawValue }.map(\.signingKey) + roster.revoked.filter { $0.node == other.rawValue }.map(\.signingKey)
-        guard !named.isEmpty, !named.contains(signer) else { return }
-        throw SealError(
-            .signerChanged,
-            "it is signed by \(NodeSigningKey.fingerprint(of: signer)), and the account's roster (version \(roster.version)) names \(named.map { NodeSigningKey.fingerprint(of: $0) }.joined(separator: ", ")) for node \(other)")
-    }
-
-    /// This node's own segments are signed by its own key (a restore keeps the key beside the store).
-    func checkOwnSigner(_ signer: [UInt8]) throws(SealError) {
-        guard signer != signingKey.publicKey else { return }
-        throw SealError(.signerChanged, "it is sealed as this node's own, and signed by \(NodeSigningKey.fingerprint(of: signer)), not by this node's key")
-    }
-
-    func revocationProblem(_ signer: [UInt8], through last: UInt64) -> SealError? {
-        guard let (gone, version) = devicesState.withLock({ state in state.roster.flatMap { roster in roster.revocation(of: signer).map { ($0, roster.version) } } }),
-            last > gone.through
-        else { return nil }
-        return SealError(
-            .revoked,
-            "it is signed by \(NodeSigningKey.fingerprint(of: signer)) (node \(gone.node)), revoked from the account in roster version \(version) after its sequence \(gone.through)")
+        if !named.isEmpty, !named.contains(signer) {
+            throw SealError(
+                .signerChanged,
+                "it is signed by \(NodeSigningKey.fingerprint(of: signer)), and the account's roster (version \(roster.version)) names \(named.map { NodeSigningKey.fingerprint(of: $0) }.joined(separator: ", ")) for node \(other)")
+        }
+        if let gone = roster.revocation(of: signer), last > gone.through {
+            throw SealError(
+                .revoked,
+                "it is signed by \(NodeSigningKey.fingerprint(of: signer)) (node \(gone.node)), revoked from the account in roster version \(roster.version) after its sequence \(gone.through)")
+        }
     }
 
     // MARK: Rosters

@@ -197,9 +197,7 @@ public final class SealedTransport: Transport {
         do {
             opened = try Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes)
             try checkPlace(opened.header, node: name.node, first: name.firstSequence, last: name.lastSequence)
-            try checkNotRevoked(opened.signer, through: name.lastSequence)
-            try checkRosterSigner(node: name.node, signer: opened.signer)
-            if name.node == node { try checkOwnSigner(opened.signer) }
+            try checkSigner(opened.signer, of: name.node, through: name.lastSequence)
         } catch {
             throw Self.refusal(what, error)
         }
@@ -321,26 +319,24 @@ public final class SealedTransport: Transport {
         var records: [NodeID: [UInt8]] = [:]
         var refused: [IgnoredFile] = []
         var rosters: [(roster: Roster, bytes: [UInt8])] = []
-        let slots = try inner.progressRecords()
+        let read = ContinuousClock.now
+        let slots = try inner.progressRecords().mapValues(ProgressSlot.decode)
+        devicesState.withLock { $0.slotsReadAt = read }
         // Cards first (a roster may name them), then the records, whose signers the rosters' authors are
         // checked against, then the rosters.
-        for (owner, slot) in slots {
-            let parts = ProgressSlot.decode(slot)
+        for (owner, parts) in slots {
             if let card = parts.card, card.node == owner.rawValue { devicesState.withLock { $0.cards[owner.rawValue] = card } }
             if let roster = parts.roster, let bytes = parts.rosterBytes { rosters.append((roster, bytes)) }
         }
         defer { consider(rosters) }
         guard let keyring = self.keyring else { return [:] }
-        for (owner, slot) in slots {
-            let bytes = ProgressSlot.decode(slot).record
+        for (owner, parts) in slots {
+            let bytes = parts.record
             if ProgressSlot.isPlaceholder(bytes) { continue }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 try checkPlace(opened.header, node: owner, first: 0, last: 0)
-                if owner != node {
-                    try checkNotRevoked(opened.signer, through: .max)
-                    try checkRosterSigner(node: owner, signer: opened.signer)
-                }
+                if owner != node { try checkSigner(opened.signer, of: owner, through: .max) }
                 let record = try? ProgressRecord(decoding: opened.content)
                 let outcome: Result<[UInt8], SealError> = ledger.withLock { held in
                     var peer = held.state.peers[owner.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opened.signer))
@@ -422,16 +418,15 @@ public final class SealedTransport: Transport {
         }
         if name.node != node {
             do {
-                try checkRosterSigner(node: name.node, signer: opener.signer)
+                try checkSigner(opener.signer, of: name.node, through: .max)
             } catch {
                 throw Self.refusal(what, error)
             }
         }
-        let problem: SealError? = ledger.withLock { held -> SealError? in
+        let problem: SealError? = ledger.withLock { held in
             guard name.node != node else { return nil }
             let peer = held.state.peers[name.node.rawValue] ?? ChainLedger.Peer(signer: Hex.encode(opener.signer))
             if let problem = Self.signerProblem(peer, opener.signer) { return problem }
-            if let revoked = revocationProblem(opener.signer, through: .max) { return revoked }
             if held.state.peers[name.node.rawValue] == nil {
                 held.state.peers[name.node.rawValue] = peer
                 held.dirty = true
