@@ -52,13 +52,16 @@ enum Seeds {
         var out: [UInt8] = [UInt8(version & 3) | (stored ? 0 : 4)]
         out.appendLittleEndian(UInt16(fields.count))
         out += fields
-        if stored {
-            out += ZlibProbe.inflatedPrefix(segment, from: headerEnd, limit: Int(length)) ?? []
-        } else {
-            out.appendLittleEndian(UInt32(length))
-            out += compressed
-        }
-        return out
+        return out + body(of: segment, from: headerEnd, compressed: compressed, length: length, stored: stored)
+    }
+
+    /// A framed mode's body part: the body inflated (the harness stores it again), or the compressed body
+    /// as it is after its uncompressed length.
+    private static func body(of object: [UInt8], from headerEnd: Int, compressed: [UInt8], length: UInt64, stored: Bool) -> [UInt8] {
+        if stored { return ZlibProbe.inflatedPrefix(object, from: headerEnd, limit: Int(length)) ?? [] }
+        var out: [UInt8] = []
+        out.appendLittleEndian(UInt32(length))
+        return out + compressed
     }
 
     /// The framed baseline mode's layout for `baseline`, read in chunks of 7 bytes.
@@ -72,13 +75,7 @@ enum Seeds {
         out.appendLittleEndian(UInt16(rows))
         out.appendLittleEndian(UInt16(fields.count))
         out += fields
-        if stored {
-            out += ZlibProbe.inflatedPrefix(baseline, from: headerEnd, limit: Int(length)) ?? []
-        } else {
-            out.appendLittleEndian(UInt32(length))
-            out += compressed
-        }
-        return out
+        return out + body(of: baseline, from: headerEnd, compressed: compressed, length: length, stored: stored)
     }
 
     /// Writes every seed into a folder of its mode's name (LOGSYNC_FUZZ_MODE's value) in `folder`, made

@@ -25,7 +25,6 @@ extension AccountSwitcher {
     /// why it is kept. The store is closed to writes before it is looked at, so what the look finds
     /// shipped is all it will ever hold: no write can land between the look and the deletion.
     func retire(_ candidate: AccountState.Retained) throws -> AccountState.Retained? {
-        guard DurableFiles.exists(candidate.path) else { return nil }
         guard AccountStores.holdsStore(candidate.path) else {
             try removeLeftover(candidate.path)
             return nil

@@ -20,23 +20,25 @@ extension StoreMount {
     /// new node id here and is opened again under it (``StoreRestored``, said in `restored`). A carrier
     /// that cannot be asked now leaves that to the first round.
     static func mount(_ store: AccountState.Store, schema: Schema, configuration: DaemonConfiguration, carriers: Carriers) throws -> Mounted {
-        var opened = try openStore(at: store.path, schema: schema)
-        guard let account = store.account else { return Mounted(store: opened, account: nil, transport: nil, engine: nil) }
-        var transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
-        var engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
-        var restored: StoreRestored?
+        guard let account = store.account else { return Mounted(store: try openStore(at: store.path, schema: schema), account: nil, transport: nil, engine: nil) }
+        func open() throws -> Mounted {
+            let opened = try openStore(at: store.path, schema: schema)
+            let transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
+            return Mounted(
+                store: opened, account: account, transport: transport,
+                engine: SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account)))
+        }
+        var mounted = try open()
         do {
             // A relay is asked by the first round instead, after syncd is ready: its first pull is the
             // account's whole history. Tests take the round's path with a fault point.
-            if !(transport.carrierTransport is RelayTransport), !FaultInjection.isSelected("mount.carrier-unreachable") { try engine.checkOwnHistory() }
+            if !(mounted.transport?.carrierTransport is RelayTransport), !FaultInjection.isSelected("mount.carrier-unreachable") {
+                try mounted.engine?.checkOwnHistory()
+            }
         } catch let found as StoreRestored {
-            restored = found
-            opened = try openStore(at: store.path, schema: schema)
-            transport = try carriers.transport(configuration, account, NodeID(opened.nodeID))
-            engine = SyncEngine(store: opened, transport: transport, configuration: configuration.syncConfiguration.for(account))
+            mounted = try open()
+            mounted.restored = found
         } catch {}
-        var mounted = Mounted(store: opened, account: account, transport: transport, engine: engine)
-        mounted.restored = restored
         return mounted
     }
 
