@@ -70,6 +70,9 @@ final class RetentionMemory: Sendable {
         var ownHistoryChecked = false
         /// Set once the store took a new node id: this engine, made for the old one, runs no more rounds.
         var newIdentity: StoreRestored?
+        /// Nodes whose progress record the last read found sealed while this node syncs unsealed (the
+        /// account is being sealed in place): what they applied cannot be known, so nothing is pruned.
+        var sealedRecords: [NodeID] = []
     }
 
     /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.
@@ -142,7 +145,7 @@ extension SyncEngine {
         retentionMemory.state.withLock { $0.ownNewestBaseline = newest }
         // `newest` comes from a file name, which anyone who writes into the folder can choose: no overflow.
         let (due, overflow) = newest.addingReportingOverflow(configuration.retention.baselineAfterTransactions)
-        guard !overflow, frontier.transactionCount >= due else { return }
+        guard transport.wantsBaseline || (!overflow && frontier.transactionCount >= due) else { return }
         _ = try writeBaselineNow()
     }
 
@@ -248,7 +251,13 @@ extension SyncEngine {
     /// Decoded progress records of this account, by node (this node's included); damaged ones are reported.
     func progressRecords() throws -> [NodeID: ProgressRecord] {
         var records: [NodeID: ProgressRecord] = [:]
+        var sealed: [NodeID] = []
+        defer { retentionMemory.state.withLock { $0.sealedRecords = sealed.sorted() } }
         for (owner, bytes) in try transport.progressRecords() {
+            if SealedHeader.isSealed(bytes) {
+                sealed.append(owner)
+                continue
+            }
             do {
                 let record = try ProgressRecord(decoding: bytes)
                 guard record.node == owner, record.account == configuration.account else {
@@ -318,6 +327,12 @@ extension SyncEngine {
             }
             limit = min(limit, baselineLimit)
         }
+        let sealed = retentionMemory.state.withLock { $0.sealedRecords }
+        if let first = sealed.first {
+            limit = 0
+            explanation.append(
+                "node \(first)'s progress record is sealed (the account is being sealed, docs/security.md): what it applied cannot be read here, so nothing is deleted until this node is sealed too")
+        }
         for record in active {
             let applied = record.applied[node]
             limit = min(limit, applied)
@@ -356,7 +371,7 @@ extension SyncEngine {
             // to that baseline, or else up to the one this engine wrote before it (the newest holds it too).
             // No peer can have applied a baseline written moments ago; were only the newest tried, a node
             // whose baselines fall due as often as it prunes would never purge.
-            if let own = newestByNode[node], let token = try store.sync.ownBaselineToken(digest: own.frontierDigest) {
+            if sealed.isEmpty, let own = newestByNode[node], let token = try store.sync.ownBaselineToken(digest: own.frontierDigest) {
                 var candidates = [RetentionMemory.OwnBaseline(frontier: try header(of: own).frontier, historyToken: token)]
                 let remembered = retentionMemory.state.withLock { $0.ownBaselines }
                 if remembered.count == 2, remembered[1].frontier == candidates[0].frontier { candidates.append(remembered[0]) }

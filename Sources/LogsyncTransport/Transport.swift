@@ -69,10 +69,15 @@ public protocol Transport: Sendable {
 
     /// The transport that reaches the carrier: this one, or the one a layer such as sealing wraps.
     var carrierTransport: any Transport { get }
+
+    /// Whether this node should write a baseline now, whatever its count of transactions: an account
+    /// sealed in place goes on from each node's sealed baseline.
+    var wantsBaseline: Bool { get }
 }
 
 extension Transport {
     public func carrierState() -> CarrierState? { nil }
+    public var wantsBaseline: Bool { false }
     public var carrierTransport: any Transport { self }
 }
 

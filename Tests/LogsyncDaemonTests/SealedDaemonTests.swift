@@ -193,4 +193,75 @@ struct SealedDaemonTests {
         #expect(devices.stdout.contains(new) && devices.stdout.contains(old), "\(devices)")
         for node in [a, b] { #expect(try await node.stop() == 0, "\(node.log)") }
     }
+
+    @Test("a plain account sealed in place, one daemon after the other while both write ([seal] from_plain): every note on both, nothing refused, then nothing plain in the folder")
+    func sealedInPlace() async throws {
+        let cluster = try cluster("sealinplace")
+        let keyFile = cluster.directory.file("account.key")
+        #expect(try await Subprocess.run(Products.path("logsync"), ["seal", "new", keyFile]).status == 0)
+        let retention = ["retention": ["progress_interval_ms = 200", "prune_interval_ms = 500"]]
+        let a = try cluster.addNode("a", tables: retention), b = try cluster.addNode("b", tables: retention)
+        try await a.start()
+        try await b.start()
+        defer { for node in [a, b] { node.process?.process.terminate() } }
+        var titles: [String] = []
+        func add(_ title: String, to node: SyncdNode) async throws {
+            try node.openStore().write { tx in try tx.insert("Note", note(title)) }
+            titles.append(title)
+            #expect(try await node.syncctl(["trigger"]).status == 0)
+        }
+        func seal(_ node: SyncdNode) async throws {
+            #expect(try await node.stop() == 0, "\(node.log)")
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: node.configPath))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data("\n[seal]\nenabled = true\nkey_file = \"\(keyFile)\"\nfrom_plain = true\n".utf8))
+            try handle.close()
+            try await node.start()
+        }
+        for index in 0..<3 {
+            try await add("plain-secret-a-\(index)", to: a)
+            try await add("plain-secret-b-\(index)", to: b)
+        }
+        _ = try await cluster.awaitConvergence()
+        // a is sealed; b writes on unsealed, and a reads it.
+        try await seal(a)
+        try await add("sealed-secret-a", to: a)
+        try await add("plain-secret-b-after", to: b)
+        try await eventually(within: .seconds(60), "a reads what b wrote unsealed") {
+            _ = try await a.syncctl(["trigger"])
+            return try a.openStore().read("SELECT count(*) FROM Note WHERE title = 'plain-secret-b-after'") == [[.integer(1)]]
+        }
+        try await seal(b)
+        try await add("sealed-secret-b", to: b)
+        #expect(try await a.syncctl(["trigger"]).status == 0)
+        let tables = try await cluster.awaitConvergence()
+        #expect(tables["Note"]?.count == titles.count, "\(tables["Note"] ?? [])")
+        for node in [a, b] {
+            let store = try node.openStore()
+            #expect(try store.sync.quarantined().isEmpty && store.sync.refusals().isEmpty, "\(node.name): \(node.log)")
+        }
+        // Each node prunes its plain segments once both applied them and both sealed baselines cover them.
+        func plainFiles() throws -> [String] {
+            var plain: [String] = []
+            let enumerator = FileManager.default.enumerator(atPath: cluster.shared)!
+            while let path = enumerator.nextObject() as? String {
+                let full = cluster.shared + "/" + path
+                var isDirectory: ObjCBool = false
+                guard !URL(fileURLWithPath: path).lastPathComponent.hasPrefix("."),
+                    FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue
+                else { continue }
+                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: full)))
+                if !SealedHeader.isSealed(bytes) || !PlaintextSearch.found(titles, in: bytes).isEmpty { plain.append(path) }
+            }
+            return plain
+        }
+        try await eventually(within: .seconds(90), "nothing plain left in the folder") {
+            for node in [a, b] {
+                _ = try await node.syncctl(["trigger"])
+                _ = try await node.syncctl(["prune"])
+            }
+            return try plainFiles().isEmpty
+        }
+        for node in [a, b] { #expect(try await node.stop() == 0, "\(node.log)") }
+    }
 }

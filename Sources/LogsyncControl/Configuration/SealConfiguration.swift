@@ -14,6 +14,9 @@ public struct SealSettings: Sendable, Hashable {
     /// `await_approval`: this device holds no recovery phrase; it publishes its card and waits until a
     /// member approves it (`syncctl devices approve`). `key_file` is not read.
     public var awaitApproval: Bool = false
+    /// `from_plain`: the account held plain history and is being sealed in place; that history is read
+    /// until every node is sealed (docs/security.md, "Sealing a plain account").
+    public var fromPlain: Bool = false
 
     /// How the recovery phrase is kept: in `key_file`, or the systemd credential `logsync-account-key`.
     public static let key = SecretFile(
@@ -42,6 +45,8 @@ extension DaemonConfiguration {
                  "the file holding the account's recovery phrase (never the phrase itself in this file); {account} in it stands for the account"),
         .inTable("seal", "await_approval", \.sealAwaitsApproval, type: "boolean", default: "false", example: "true",
                  "hold no recovery phrase: publish this device's card and wait until a member approves it with syncctl devices approve (key_file is not read)"),
+        .inTable("seal", "from_plain", \.sealFromPlain, type: "boolean", default: "false", example: "true",
+                 "the account held plain history: seal it in place, reading the plain history it had until every node is sealed (docs/security.md, Sealing a plain account)"),
     ]
 
     /// Whether `[seal]` is on.
@@ -50,6 +55,9 @@ extension DaemonConfiguration {
     /// Whether `[seal] await_approval` is on.
     public var sealAwaitsApproval: Bool { seal?.awaitApproval ?? false }
 
+    /// Whether `[seal] from_plain` is on.
+    public var sealFromPlain: Bool { seal?.fromPlain ?? false }
+
     /// Reads the `[seal]` entries of `document`; nil when there is no such table.
     static func sealSettings(from document: ConfigFile, resolve: (String) -> String, environment: [String: String]) throws(ConfigError) -> SealSettings? {
         let entries = document.entries.filter { $0.table == "seal" }
@@ -57,19 +65,26 @@ extension DaemonConfiguration {
         var enabled = false
         var keyFile: String?
         var awaitApproval = false
+        var fromPlain = false
         for entry in entries {
             let value = TableValue(entry, file: document.path)
             switch entry.key {
             case "enabled": enabled = try value.boolean()
             case "await_approval": awaitApproval = try value.boolean()
+            case "from_plain": fromPlain = try value.boolean()
             case "key_file": keyFile = resolve(try value.string())
             case "key", "recovery_phrase", "phrase":
                 throw SealSettings.key.refusal(key: value.name, fileKey: "seal.key_file", file: document.path, line: entry.line)
             default: throw value.unknown(known: sealKeys)
             }
         }
-        guard enabled else { return SealSettings(enabled: false, keyFile: keyFile ?? "", awaitApproval: awaitApproval) }
+        guard enabled else { return SealSettings(enabled: false, keyFile: keyFile ?? "", awaitApproval: awaitApproval, fromPlain: fromPlain) }
         if awaitApproval {
+            if fromPlain {
+                throw ConfigError(
+                    file: document.path, line: entries[0].line,
+                    "[seal] await_approval and from_plain exclude each other: a device that seals an account's plain history holds the recovery phrase (key_file); one that waits for approval joins it once sealed")
+            }
             if keyFile != nil {
                 throw ConfigError(
                     file: document.path, line: entries[0].line,
@@ -78,6 +93,6 @@ extension DaemonConfiguration {
             return SealSettings(enabled: true, keyFile: "", awaitApproval: true)
         }
         let path = try SealSettings.key.path(configured: keyFile, key: "seal.key_file", file: document.path, line: entries[0].line, environment: environment)
-        return SealSettings(enabled: true, keyFile: path)
+        return SealSettings(enabled: true, keyFile: path, fromPlain: fromPlain)
     }
 }

@@ -77,7 +77,7 @@ struct Carriers: Sendable {
             if let key {
                 SealedTransport(
                     wrapping: carrier, keyring: SealKeyring(account: account, accountKey: key, signingKey: signingKey), node: node, ledgerPath: paths.ledger,
-                    rosterPath: paths.roster)
+                    rosterPath: paths.roster, fromPlain: seal.fromPlain, rebaselineInterval: .milliseconds(configuration.pruneIntervalMilliseconds))
             } else {
                 SealedTransport(
                     waitingForApprovalOf: account, wrapping: carrier, signingKey: signingKey, node: node, ledgerPath: paths.ledger, rosterPath: paths.roster)

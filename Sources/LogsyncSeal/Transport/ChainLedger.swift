@@ -19,6 +19,9 @@ struct ChainLedger: Codable, Sendable, Equatable {
         var content: String?
         /// The newest progress record's time (milliseconds) seen from this node.
         var progressAt: UInt64 = 0
+        /// In an account sealed in place: the first sequence of this node verified sealed. Its plain
+        /// segments are read only below it.
+        var sealedFrom: UInt64?
     }
 
     struct OwnLink: Codable, Sendable, Equatable {
@@ -30,6 +33,13 @@ struct ChainLedger: Codable, Sendable, Equatable {
     var peers: [String: Peer] = [:]
     /// This node's newest published segments, oldest first, at most ``ownLinksKept``.
     var own: [OwnLink] = []
+    /// In an account sealed in place (`[seal] from_plain`): the nodes whose plain history the account held
+    /// when this node sealed it, fixed then; nil in an account sealed from the start.
+    var plainNodes: [String]?
+    /// In an account sealed in place: this node's first sealed segment, and whether it has published the
+    /// sealed baseline the account goes on from.
+    var ownSealedFrom: UInt64?
+    var sealedBaseline: Bool?
 
     static let ownLinksKept = 512
 
@@ -55,6 +65,7 @@ struct ChainLedger: Codable, Sendable, Equatable {
     }
 
     mutating func recordOwn(first: UInt64, last: UInt64, link: [UInt8]) {
+        if plainNodes != nil, ownSealedFrom.map({ first < $0 }) ?? true { ownSealedFrom = first }
         own.removeAll { $0.last >= first }
         own.append(OwnLink(first: first, last: last, link: Hex.encode(link)))
         if own.count > Self.ownLinksKept { own.removeFirst(own.count - Self.ownLinksKept) }

@@ -18,7 +18,7 @@ import Synchronization
 ///
 /// What fails is refused with ``TransportError/Code/unsealable`` (segments, baselines) or left out and
 /// reported among the ignored files (progress records). Plain objects are refused: an account is sealed
-/// or not.
+/// or not — except, in an account sealed in place, the plain history it held (``SealedTransport+Plain.swift``).
 public final class SealedTransport: Transport {
     public let inner: any Transport
     let account: String
@@ -41,6 +41,12 @@ public final class SealedTransport: Transport {
     /// The newest progress record read from each other node (its plain bytes), served in place of an
     /// older one the carrier hands over later.
     let newestRecords = Mutex<[NodeID: [UInt8]]>([:])
+    /// `[seal] from_plain`: this account held plain history, which is read until every node is sealed.
+    let convertsPlain: Bool
+    /// In an account sealed in place: how soon after a sealed baseline another is written to cover plain
+    /// segments read since, and when this transport last published one.
+    let rebaselineInterval: Duration
+    let lastBaselineAt = Mutex<ContinuousClock.Instant?>(nil)
 
     /// What a sealed object may add to its plain content: header, length, prefix, padding, tag, signature.
     public static let overheadBytes = 8 * 1_024
@@ -48,13 +54,16 @@ public final class SealedTransport: Transport {
     /// A member's transport: `keyring` holds the account key (from the recovery phrase) or the keys a
     /// roster granted; the roster kept at `rosterPath` adds the later epochs at once.
     /// `rosterInterval`: how often a refresh reads the progress slots for a newer roster (a member that
-    /// writes on after a revocation must seal under the new epoch as soon as it can).
+    /// writes on after a revocation must seal under the new epoch as soon as it can). `fromPlain`: the
+    /// account held plain history and is being sealed in place (``SealedTransport+Plain.swift``), and
+    /// `rebaselineInterval` bounds how often it writes a baseline to cover plain segments read.
     public convenience init(
-        wrapping inner: any Transport, keyring: SealKeyring, node: NodeID, ledgerPath: String?, rosterPath: String? = nil, rosterInterval: Duration = .seconds(1)
+        wrapping inner: any Transport, keyring: SealKeyring, node: NodeID, ledgerPath: String?, rosterPath: String? = nil, rosterInterval: Duration = .seconds(1),
+        fromPlain: Bool = false, rebaselineInterval: Duration = .seconds(600)
     ) {
         self.init(
             inner: inner, account: keyring.account, signingKey: keyring.signingKey, keyring: keyring, node: node, ledgerPath: ledgerPath, rosterPath: rosterPath,
-            rosterInterval: rosterInterval)
+            rosterInterval: rosterInterval, fromPlain: fromPlain, rebaselineInterval: rebaselineInterval)
     }
 
     /// The transport of a device that holds no key of the account yet: it publishes its device card and
@@ -66,14 +75,16 @@ public final class SealedTransport: Transport {
     ) {
         self.init(
             inner: inner, account: account, signingKey: signingKey, keyring: nil, node: node, ledgerPath: ledgerPath, rosterPath: rosterPath,
-            rosterInterval: rosterInterval)
+            rosterInterval: rosterInterval, fromPlain: false, rebaselineInterval: .zero)
     }
 
     private init(
         inner: any Transport, account: String, signingKey: NodeSigningKey, keyring: SealKeyring?, node: NodeID, ledgerPath: String?, rosterPath: String?,
-        rosterInterval: Duration
+        rosterInterval: Duration, fromPlain: Bool, rebaselineInterval: Duration
     ) {
         self.inner = inner
+        convertsPlain = fromPlain
+        self.rebaselineInterval = rebaselineInterval
         self.rosterInterval = rosterInterval
         self.account = account
         self.signingKey = signingKey
@@ -105,6 +116,7 @@ public final class SealedTransport: Transport {
         }
         // A device waiting for approval holds no key to check with: it reads nothing until it is granted one.
         guard let keyring = self.keyring, let records = try? inner.progressRecords() else { return }
+        try notePlainNodes()
         var foreign: (owner: NodeID, problem: String)?
         var plain: NodeID?
         for (owner, slot) in records.sorted(by: { $0.key < $1.key }) where owner != node {
@@ -124,7 +136,7 @@ public final class SealedTransport: Transport {
         if let foreign {
             throw TransportError(.unsealable, "account '\(keyring.account)' (node \(foreign.owner)'s progress record): \(foreign.problem)")
         }
-        if let plain {
+        if let plain, !convertsPlain {
             throw TransportError(
                 .unsealable,
                 "account '\(keyring.account)' holds only plain progress records (node \(plain)'s among them) and none sealed under this key: the account's other nodes sync it unsealed. Every node of an account is sealed with the same key or none is; do not turn [seal] off on this node to match them unless the account is meant to be plain (docs/security.md)")
@@ -180,7 +192,7 @@ public final class SealedTransport: Transport {
         ledger.withLock { held in if held.state == state { held.dirty = false } }
     }
 
-    private func save(_ state: ChainLedger) throws(TransportError) {
+    func save(_ state: ChainLedger) throws(TransportError) {
         guard let ledgerPath else { return }
         do {
             try state.save(ledgerPath)
@@ -193,6 +205,13 @@ public final class SealedTransport: Transport {
         let keyring = try keys()
         let bytes = try inner.read(name, maximumBytes: maximumBytes + Self.overheadBytes)
         let what = "segment \(name):"
+        if convertsPlain, !SealedHeader.isSealed(bytes) {
+            if let refusal = plainSegmentRefusal(name.node, through: name.lastSequence) { throw TransportError(.unsealable, "\(what) \(refusal)") }
+            // The account's plain history: checked by the engine as a plain account's.
+            guard bytes.count <= maximumBytes else { throw TransportError(.tooLarge, "segment \(name) holds \(bytes.count) bytes, over \(maximumBytes)") }
+            if name.node != node { notePlainRead() }
+            return bytes
+        }
         let opened: Sealer.Sealed
         do {
             opened = try Sealer.open(bytes, kind: .segment, keyring: keyring, maximumBytes: maximumBytes + Self.overheadBytes)
@@ -237,6 +256,7 @@ public final class SealedTransport: Transport {
                 }
                 peer.link = link
             }
+            if convertsPlain, peer.sealedFrom.map({ name.firstSequence < $0 }) ?? true { peer.sealedFrom = name.firstSequence }
             if name.lastSequence >= peer.last {
                 peer.first = name.firstSequence
                 peer.last = name.lastSequence
@@ -274,6 +294,7 @@ public final class SealedTransport: Transport {
 
     public func refresh(excluding node: NodeID) throws(TransportError) -> TransportView {
         try awaitApproval()
+        try notePlainNodes()
         try readRosterIfDue()
         let dirty = ledger.withLock { held -> ChainLedger? in held.dirty ? held.state : nil }
         if let dirty {
@@ -333,6 +354,10 @@ public final class SealedTransport: Transport {
         for (owner, parts) in slots {
             let bytes = parts.record
             if ProgressSlot.isPlaceholder(bytes) { continue }
+            if !SealedHeader.isSealed(bytes), readsPlainObjects(of: owner) {
+                records[owner] = bytes
+                continue
+            }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 try checkPlace(opened.header, node: owner, first: 0, last: 0)
@@ -378,6 +403,7 @@ public final class SealedTransport: Transport {
         } catch {
             throw TransportError(.io, "cannot seal baseline \(name): \(error)", cause: error)
         }
+        try replacePlainBaseline(name)
         // One chunk read ahead, to know which is the last.
         var ahead: [UInt8]?
         var started = false
@@ -393,6 +419,7 @@ public final class SealedTransport: Transport {
             done = ahead == nil
             return try sealer.seal(chunk, last: done)
         }
+        try notePublishedBaseline()
     }
 
     public func baselines() throws(TransportError) -> [BaselineName] { try inner.baselines() }
@@ -401,11 +428,18 @@ public final class SealedTransport: Transport {
         let keyring = try keys()
         var opener = BaselineOpener(node: name.node, transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, keyring: keyring)
         let what = "baseline \(name):"
+        // The account's plain history (sealed in place): a plain node's plain baseline, checked by the
+        // engine as a plain account's. Known by its first bytes.
+        let plainAllowed = readsPlainObjects(of: name.node)
+        var plain: Bool?
         do {
             try inner.readBaseline(name, maximumBytes: maximumBytes + maximumBytes / 64 + Self.overheadBytes) { chunk in
-                let plain = try opener.feed(chunk)
-                if !plain.isEmpty { try consume(plain) }
+                if plain == nil, plainAllowed, !chunk.isEmpty { plain = !SealedHeader.isSealed(chunk) }
+                if plain == true { return try consume(chunk) }
+                let opened = try opener.feed(chunk)
+                if !opened.isEmpty { try consume(opened) }
             }
+            if plain == true { return }
             try opener.finish()
         } catch let error as SealError {
             throw Self.refusal(what, error)
