@@ -53,9 +53,19 @@ struct SealFormatTests {
         // The header a carrier reads: routing only.
         let (header, _) = try SealedHeader.checkWhole(sealed.bytes, maximumBytes: 1 << 20)
         #expect(header.account == Self.account && header.node == Self.node && header.first == 1 && header.last == 40 && header.kind == .segment)
-        // Sizes move in steps of the padding.
+        // Sizes move in steps of the padding: 256 bytes, and 64 below 1 KiB.
         let ciphertext = try SealedHeader.checkWhole(sealed.bytes, maximumBytes: 1 << 20).ciphertext
-        #expect((ciphertext.count - SealedHeader.tagByteCount) % Sealer.padding == 0)
+        let padded = ciphertext.count - SealedHeader.tagByteCount
+        #expect(padded % (padded < Sealer.smallObjectBytes ? Sealer.smallPadding : Sealer.padding) == 0)
+        let large = try SegmentFixtures.segment(account: Self.account, node: Self.node.rawValue, first: 1, last: 2_000)
+        let sealedLarge = try Sealer.seal(.segment, first: 1, last: 2_000, node: Self.node, content: large, keyring: Self.keyring)
+        let largeCiphertext = try SealedHeader.checkWhole(sealedLarge.bytes, maximumBytes: 1 << 22).ciphertext.count - SealedHeader.tagByteCount
+        #expect(largeCiphertext > Sealer.smallObjectBytes && largeCiphertext % Sealer.padding == 0 && largeCiphertext - large.count - 68 < Sealer.padding)
+        let small = try SegmentFixtures.segment(account: Self.account, node: Self.node.rawValue, first: 1, last: 1)
+        let sealedSmall = try Sealer.seal(.segment, first: 1, last: 1, node: Self.node, content: small, keyring: Self.keyring)
+        let smallCiphertext = try SealedHeader.checkWhole(sealedSmall.bytes, maximumBytes: 1 << 20).ciphertext.count - SealedHeader.tagByteCount
+        #expect(smallCiphertext < Sealer.smallObjectBytes && smallCiphertext % Sealer.smallPadding == 0 && smallCiphertext - small.count - 68 < Sealer.smallPadding)
+        #expect(try Sealer.open(sealedSmall.bytes, kind: .segment, keyring: Self.keyring, maximumBytes: 1 << 20).content == small)
     }
 
     @Test("every byte changed, every cut, and every key but the account's is refused, never trapped on", arguments: propertySeeds("LOGSYNC_SEAL_SEEDS", default: 40, from: 1))

@@ -6,12 +6,17 @@ import LogsyncCore
 ///     header | u32 C | ChaCha20-Poly1305 ciphertext of C bytes (tag included) | Ed25519 signature
 ///
 /// The ciphertext holds `u32 L | previous link (32) | signer's public key (32) | L content bytes | zeros`,
-/// padded to a multiple of ``padding`` bytes; the header and the length field are its associated data.
+/// padded to a multiple of ``padding`` bytes (of ``smallPadding`` below ``smallObjectBytes``); the header
+/// and the length field are its associated data.
 /// The signature is over the object's **link**, the SHA-256 of every byte before the signature; a
 /// segment's previous link is its node's previous segment's link (zeros for a chain's first segment).
 public enum Sealer {
-    /// What the content is padded to, inside the ciphertext: sizes move in steps of this many bytes.
+    /// What the content is padded to, inside the ciphertext: sizes move in steps of this many bytes...
     public static let padding = 256
+    /// ...and of this many below ``smallObjectBytes``: a segment of a row or two pays 32 bytes of padding
+    /// on average instead of 128, which is a third of its size (`docs/security.md`).
+    public static let smallPadding = 64
+    public static let smallObjectBytes = 1_024
     static let innerPrefix = 4 + 32 + 32
     static let zeroLink = [UInt8](repeating: 0, count: 32)
 
@@ -104,7 +109,10 @@ public enum Sealer {
         return Sealed(header: header, bytes: bytes, content: Array(inner[innerPrefix..<innerPrefix + length]), previous: previous, link: link, signer: signer)
     }
 
-    static func paddedCount(_ count: Int) -> Int { (count + padding - 1) / padding * padding }
+    static func paddedCount(_ count: Int) -> Int {
+        let step = count < smallObjectBytes ? smallPadding : padding
+        return (count + step - 1) / step * step
+    }
 
     /// A chunk's nonce: its index and whether it is the last (a sealed segment is one last chunk).
     static func nonce(_ index: UInt64, final: Bool) -> [UInt8] {
