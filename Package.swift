@@ -72,7 +72,10 @@ let package = Package(
         // Sealed accounts: the one place that crosses into swift-crypto for the logs (docs/security.md).
         .target(
             name: "LogsyncSeal",
-            dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncTransport", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: [
+                "LogsyncCore", "LogsyncPlatform", "LogsyncTransport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]),
         .target(name: "LogsyncSync", dependencies: ["LogsyncCore", "LogsyncPlatform", "LogsyncStatus", "LogsyncStore", "LogsyncTransport"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "LogsyncSystemd", dependencies: ["CSystemd", "LogsyncPlatform", .product(name: "Logging", package: "swift-log")]),

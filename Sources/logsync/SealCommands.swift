@@ -8,7 +8,7 @@ struct SealCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seal",
         abstract: "Make or check the key of a sealed account.",
-        subcommands: [New.self, Fingerprint.self])
+        subcommands: [New.self, Derive.self, Fingerprint.self])
 
     struct New: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -27,16 +27,56 @@ struct SealCommand: ParsableCommand {
         var show = false
 
         func run() throws {
-            let key = AccountKey.random()
-            do {
-                try DurableFiles.createPrivate(file, with: Array((key.recoveryPhrase + "\n").utf8))
-            } catch {
-                throw ValidationError("cannot create \(file): \(error) (an existing key file is never overwritten)")
-            }
-            print("wrote the recovery phrase of a new account key to \(file) (mode 0600)")
-            print("fingerprint: \(key.fingerprint)")
-            if show { print("recovery phrase: \(key.recoveryPhrase)") }
+            try SealCommand.write(AccountKey.random(), what: "a new account key", to: file, show: show)
         }
+    }
+
+    struct Derive: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Derive an account key from a passphrase read on standard input, and write its recovery phrase to FILE.",
+            discussion: """
+                For people who would rather remember a passphrase than keep a phrase: every device given the \
+                same passphrase for the same account derives the same key (scrypt, N = 2^17, r = 8, p = 1, \
+                salted with the account's name; docs/security.md). The passphrase is read from the first \
+                line of standard input, never from the command line, and has at least 16 characters. Whoever \
+                guesses it reads the account: prefer `logsync seal new` unless the passphrase is long and \
+                random (several words).
+                """)
+
+        @Argument(help: "The file to write the recovery phrase to (created; an existing file is refused).")
+        var file: String
+
+        @Option(help: "The account the key is for ([sync] account in syncd.toml): part of the derivation.")
+        var account: String
+
+        @Flag(help: "Also print the phrase.")
+        var show = false
+
+        func run() throws {
+            guard let line = readLine(strippingNewline: true) else {
+                throw ValidationError("no passphrase on standard input (give it on the first line)")
+            }
+            let key: AccountKey
+            do {
+                key = try AccountKey(passphrase: line, account: account)
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            try SealCommand.write(key, what: "the key derived for account '\(account)'", to: file, show: show)
+        }
+    }
+
+    /// Writes `key`'s recovery phrase to a new owner-only `file` and prints its fingerprint (and the phrase
+    /// with `show`).
+    static func write(_ key: AccountKey, what: String, to file: String, show: Bool) throws {
+        do {
+            try DurableFiles.createPrivate(file, with: Array((key.recoveryPhrase + "\n").utf8))
+        } catch {
+            throw ValidationError("cannot create \(file): \(error) (an existing key file is never overwritten)")
+        }
+        print("wrote the recovery phrase of \(what) to \(file) (mode 0600)")
+        print("fingerprint: \(key.fingerprint)")
+        if show { print("recovery phrase: \(key.recoveryPhrase)") }
     }
 
     struct Fingerprint: ParsableCommand {

@@ -197,8 +197,16 @@ struct SealedDaemonTests {
     @Test("a plain account sealed in place, one daemon after the other while both write ([seal] from_plain): every note on both, nothing refused, then nothing plain in the folder")
     func sealedInPlace() async throws {
         let cluster = try cluster("sealinplace")
-        let keyFile = cluster.directory.file("account.key")
-        #expect(try await Subprocess.run(Products.path("logsync"), ["seal", "new", keyFile]).status == 0)
+        // Each device derives the key from the same passphrase on its own (`logsync seal derive`).
+        var fingerprints: Set<String> = []
+        for name in ["a", "b"] {
+            let derive = try Subprocess(Products.path("logsync"), ["seal", "derive", cluster.directory.file("\(name).key"), "--account", "default"])
+            try derive.send("a long passphrase of several words\n")
+            try derive.closeInput()
+            #expect(try await derive.waitForExit(timeout: .seconds(60)) == 0, "\(derive.stderr)")
+            fingerprints.formUnion(derive.stdout.split(separator: "\n").filter { $0.hasPrefix("fingerprint: ") }.map(String.init))
+        }
+        #expect(fingerprints.count == 1, "both devices derived the same key: \(fingerprints)")
         let retention = ["retention": ["progress_interval_ms = 200", "prune_interval_ms = 500"]]
         let a = try cluster.addNode("a", tables: retention), b = try cluster.addNode("b", tables: retention)
         try await a.start()
@@ -214,6 +222,7 @@ struct SealedDaemonTests {
             #expect(try await node.stop() == 0, "\(node.log)")
             let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: node.configPath))
             try handle.seekToEnd()
+            let keyFile = cluster.directory.file("\(node.name).key")
             try handle.write(contentsOf: Data("\n[seal]\nenabled = true\nkey_file = \"\(keyFile)\"\nfrom_plain = true\n".utf8))
             try handle.close()
             try await node.start()

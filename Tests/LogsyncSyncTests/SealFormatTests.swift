@@ -41,6 +41,21 @@ struct SealFormatTests {
         #expect(key.fingerprint.count == 16 && key.fingerprint != AccountKey.random().fingerprint)
     }
 
+    @Test("a passphrase derives the same key for the same account on every device, another for another account; scrypt is RFC 7914's; short passphrases are refused")
+    func passphrase() throws {
+        // RFC 7914, section 12, the third test vector: the function the pinned parameters are given to.
+        let vector = try AccountKey.scrypt(Array("pleaseletmein".utf8), salt: Array("SodiumChloride".utf8), rounds: 16_384, blockSize: 8, parallelism: 1, count: 64)
+        #expect(vector.map { String(format: "%02x", $0) }.joined() == "7023bdcb3afd7348461c06cd81fd38ebfda8fbba904f8e3ea9b543f6545da1f2d5432955613f0fcf62d49705242a9af9e61e85dc0d651e40dfcf017b45575887")
+        let passphrase = "correct horse battery staple"
+        let key = try AccountKey(passphrase: passphrase, account: "alice")
+        #expect(try AccountKey(passphrase: passphrase, account: "alice") == key)
+        #expect(try AccountKey(passphrase: passphrase, account: "bob") != key)
+        // Composed and decomposed accents are one passphrase.
+        #expect(try AccountKey(passphrase: "caf\u{E9} au lait tous les matins", account: "a") == AccountKey(passphrase: "cafe\u{301} au lait tous les matins", account: "a"))
+        #expect(throws: SealError.self) { try AccountKey(passphrase: "short phrase", account: "alice") }
+        #expect(AccountKey.passphraseRounds == 1 << 17 && AccountKey.passphraseBlockSize == 8 && AccountKey.passphraseParallelism == 1)
+    }
+
     @Test("a sealed segment opens to its bytes, says nothing of them outside, and is the same bytes when sealed again")
     func segmentRoundTrip() throws {
         let plain = try SegmentFixtures.segment(account: Self.account, node: Self.node.rawValue, first: 1, last: 40, title: "secret-title-xyzzy")
