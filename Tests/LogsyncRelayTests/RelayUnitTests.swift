@@ -80,6 +80,10 @@ import Testing
         #expect(try await !first.value)
         #expect(try await !second.value)
         #expect(board.waiting == 0)
+        // Timeouts are kept by one sweeping task while anyone waits: it stops, and starts again for the next.
+        try await eventually(within: .seconds(30), "the sweeping task stops once nobody waits") { !board.isSweeping }
+        #expect(try await !board.wait(account: "d", after: 0, timeout: .milliseconds(50)))
+        try await eventually(within: .seconds(30), "and stops again") { !board.isSweeping }
     }
 
     /// The epoch changes when the database may hold less than its relays acknowledged (a restored backup,

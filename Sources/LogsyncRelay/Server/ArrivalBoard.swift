@@ -21,18 +21,31 @@ public protocol ArrivalSource: Sendable {
 /// that stores the next segment of its account wakes it. Bounded: past ``maximumWaiters`` a long-poll is
 /// refused (503) rather than queued. A waiter is woken only by an arrival after its cursor, so that
 /// announcing an account's latest arrival again (a periodic re-check) wakes nobody who has it.
+///
+/// Timeouts are kept by one sweeping task while anyone waits, every ``sweepInterval``, not by a task
+/// per waiter: an idle long-poll holds its connection's task and nothing more (`docs/BENCHMARKS.md`,
+/// memory per idle long-poll). A long-poll ends at most one interval after its timeout.
 final class ArrivalBoard: ArrivalSink, Sendable {
     let maximumWaiters: Int
     private let state = Mutex(State())
+    static let sweepInterval = Duration.milliseconds(100)
+
+    private struct Entry {
+        var cursor: UInt64
+        var waiter: Waiter
+        var deadline: ContinuousClock.Instant
+    }
 
     private struct State {
         /// The latest arrival announced per account since start-up.
         var latest: [String: UInt64] = [:]
-        var waiters: [String: [Int: (cursor: UInt64, waiter: Waiter)]] = [:]
+        var waiters: [String: [Int: Entry]] = [:]
         var count = 0
         var nextID = 0
         /// Segments deleted so far, here or (told by an ``ArrivalSource``) on other relays.
         var deletions = 0
+        /// Whether the sweeping task runs.
+        var sweeping = false
     }
 
     private enum Waiter {
@@ -52,6 +65,9 @@ final class ArrivalBoard: ArrivalSink, Sendable {
     var waitingAccounts: [String] { state.withLock { Array($0.waiters.keys) } }
 
     var deletions: Int { state.withLock { $0.deletions } }
+
+    /// Whether the sweeping task runs (it stops once nobody waits).
+    var isSweeping: Bool { state.withLock { $0.sweeping } }
 
     func noteDeletion() { state.withLock { $0.deletions += 1 } }
 
@@ -93,15 +109,11 @@ final class ArrivalBoard: ArrivalSink, Sendable {
             }
             state.nextID += 1
             state.count += 1
-            state.waiters[account, default: [:]][state.nextID] = (cursor, .registered)
+            state.waiters[account, default: [:]][state.nextID] = Entry(cursor: cursor, waiter: .registered, deadline: .now + timeout)
             return state.nextID
         }
         guard let id else { return true }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            self?.finish(account: account, id: id, arrived: false)
-        }
-        defer { timer.cancel() }
+        startSweeping()
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let resumeNow: Bool? = state.withLock { state in
@@ -122,6 +134,37 @@ final class ArrivalBoard: ArrivalSink, Sendable {
             }
         } onCancel: {
             finish(account: account, id: id, arrived: false)
+        }
+    }
+
+    /// Starts the sweeping task unless it runs: it ends the waits whose deadline passed, and stops once
+    /// nobody waits.
+    private func startSweeping() {
+        guard state.withLock({ state in
+            defer { state.sweeping = true }
+            return !state.sweeping
+        }) else { return }
+        Task { [weak self] in
+            while let board = self, board.sweep() {
+                try? await Task.sleep(for: Self.sweepInterval)
+            }
+        }
+    }
+
+    /// Ends the waits whose deadline passed; false (and the sweeping stops) once nobody waits.
+    private func sweep() -> Bool {
+        let now = ContinuousClock.now
+        let expired: [(String, Int)] = state.withLock { state in
+            var expired: [(String, Int)] = []
+            for (account, waiters) in state.waiters {
+                for (id, entry) in waiters where entry.deadline <= now { expired.append((account, id)) }
+            }
+            return expired
+        }
+        for (account, id) in expired { finish(account: account, id: id, arrived: false) }
+        return state.withLock { state in
+            if state.count == 0 { state.sweeping = false }
+            return state.sweeping
         }
     }
 

@@ -270,16 +270,35 @@ final class RelayAPI: Sendable {
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    private func pull(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+    /// A pull's account, cursor, page size and wait, as its path and query say.
+    private struct PullQuestion {
+        var account: String
+        var after: UInt64
+        var limit: Int
+        var wait: Int
+    }
+
+    @inline(never)
+    private func pullQuestion(_ request: Request, _ context: RelayRequestContext) throws(RelayError) -> PullQuestion {
         let account = try accountParameter(context)
         let query = request.uri.queryParameters
         let after = try Self.integer(query, RelayQuery.after, default: 0, range: RelayQuery.afterRange)
         let limit = Int(try Self.integer(query, RelayQuery.limit, default: UInt64(settings.maximumPullSegments), range: RelayQuery.limitRange))
         let wait = Int(try Self.integer(query, RelayQuery.wait, default: 0, range: RelayQuery.waitRange))
-        _ = try await authorize(request, account: account)
-        let pageLimit = min(limit, settings.maximumPullSegments)
+        return PullQuestion(account: account, after: after, limit: min(limit, settings.maximumPullSegments), wait: min(wait, settings.maximumWaitSeconds))
+    }
+
+    private func pull(_ request: Request, _ context: RelayRequestContext) async throws -> Response {
+        let question = try pullQuestion(request, context)
+        _ = try await authorize(request, account: question.account)
+        return try await answer(question)
+    }
+
+    /// The page after the question's cursor, waited for up to its wait (a long-poll). Only the question
+    /// and the page live across the waits: an idle long-poll's task keeps its deepest frames.
+    private func answer(_ question: PullQuestion) async throws -> Response {
+        let (account, after, pageLimit, waitFor) = (question.account, question.after, question.limit, question.wait)
         var answer = try await encodedPage(account: account, after: after, limit: pageLimit)
-        let waitFor = min(wait, settings.maximumWaitSeconds)
         if answer == nil, waitFor > 0 {
             let deadline = ContinuousClock.now + .seconds(waitFor)
             while answer == nil, ContinuousClock.now < deadline, !Task.isCancelled {
