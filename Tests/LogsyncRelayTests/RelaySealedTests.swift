@@ -65,4 +65,76 @@ import Testing
         }
         #expect(try await fixture.relay.stop() == 0)
     }
+
+    /// A plain account sealed in place through the relay (`[seal] from_plain`, docs/security.md): one node
+    /// sealed while the other writes on unsealed, then the other; every write on both, and nothing the
+    /// relay serves is plain once they pruned.
+    @Test(arguments: Backend.allCases) func plainAccountSealedInPlace(backend: Backend) async throws {
+        let fixture = try await RelayFixture.start(backend)
+        let directory = try TemporaryDirectory("relay-seal-in-place")
+        let key = AccountKey.random()
+        let configuration = SyncConfiguration(account: fixture.account, maximumChangesPerSegment: 2, retention: RetentionConfiguration(progressIntervalMilliseconds: 0))
+        func relay(_ store: Store) -> RelayTransport {
+            RelayTransport(settings: RelayClientSettings(url: fixture.relay.url, account: fixture.account, token: fixture.token), node: NodeID(store.nodeID))
+        }
+        var signers: [String: NodeSigningKey] = [:]
+        func sealed(_ store: Store) throws -> SyncEngine {
+            let signer = signers[store.nodeID] ?? NodeSigningKey()
+            signers[store.nodeID] = signer
+            let transport = SealedTransport(
+                wrapping: relay(store), keyring: SealKeyring(account: fixture.account, accountKey: key, signingKey: signer), node: NodeID(store.nodeID),
+                ledgerPath: directory.file("\(store.nodeID).chain"), fromPlain: true, rebaselineInterval: .zero)
+            try transport.checkAccount()
+            return SyncEngine(store: store, transport: transport, configuration: configuration)
+        }
+        var titles: [String] = []
+        func add(_ title: String, to store: Store) throws {
+            try store.write { tx in try tx.insert("Note", ["id": .text(UUID().uuidString.lowercased()), "title": .text(title)]) }
+            titles.append(title)
+        }
+        func rounds(_ engines: [SyncEngine]) throws { for _ in 0..<3 { for engine in engines { _ = try engine.sync() } } }
+        let a = try Store(path: directory.file("a.sqlite"), schema: .convergence), b = try Store(path: directory.file("b.sqlite"), schema: .convergence)
+        var (ea, eb) = (SyncEngine(store: a, transport: relay(a), configuration: configuration), SyncEngine(store: b, transport: relay(b), configuration: configuration))
+        for index in 0..<3 {
+            try add("relay-plain-a-\(index)", to: a)
+            try add("relay-plain-b-\(index)", to: b)
+        }
+        try rounds([ea, eb])
+        ea = try sealed(a)
+        try add("relay-sealed-a", to: a)
+        try add("relay-plain-b-after", to: b)
+        try rounds([ea, eb])
+        eb = try sealed(b)
+        try add("relay-sealed-b", to: b)
+        try rounds([ea, eb])
+        for store in [a, b] {
+            #expect(try Set(store.read("SELECT title FROM Note").map { $0[0] }) == Set(titles.map { DatabaseValue.text($0) }), "\(store.nodeID)")
+            #expect(try store.sync.quarantined().isEmpty && store.sync.refusals().isEmpty)
+        }
+        for _ in 0..<2 {
+            try rounds([ea, eb])
+            for engine in [ea, eb] { _ = try engine.prune(dryRun: false) }
+        }
+        // What the relay serves now, read unsealed: sealed, every object.
+        let reader = relay(a)
+        var objects = 0
+        for node in [a, b].map({ NodeID($0.nodeID) }) {
+            for name in try reader.ownSegments(of: node) {
+                objects += 1
+                #expect(SealedHeader.isSealed(try reader.read(name, maximumBytes: 1 << 20)), "\(name) (\(backend))")
+            }
+        }
+        for (node, bytes) in try reader.progressRecords() {
+            objects += 1
+            #expect(SealedHeader.isSealed(bytes), "\(node)'s progress record (\(backend))")
+        }
+        for name in try reader.baselines() {
+            objects += 1
+            var first: [UInt8]?
+            try reader.readBaseline(name, maximumBytes: 1 << 26) { chunk in if first == nil { first = chunk } }
+            #expect(first.map { SealedHeader.isSealed($0) } == true, "\(name) (\(backend))")
+        }
+        #expect(objects >= 4, "\(objects) objects on the relay")
+        #expect(try await fixture.relay.stop() == 0)
+    }
 }
