@@ -73,6 +73,10 @@ final class RetentionMemory: Sendable {
         /// Nodes whose progress record the last read found sealed while this node syncs unsealed (the
         /// account is being sealed in place): what they applied cannot be known, so nothing is pruned.
         var sealedRecords: [NodeID] = []
+        /// Per node, the checksum of its sealed progress record as last read, and since when (this node's
+        /// clock) it has not changed: one that stays the same past the silence limit no longer holds
+        /// pruning back, like a silent node's.
+        var sealedRecordSeen: [NodeID: (checksum: UInt64, since: UInt64)] = [:]
     }
 
     /// A baseline this node wrote: its frontier, and the newest history transaction it reflects.
@@ -255,7 +259,17 @@ extension SyncEngine {
         defer { retentionMemory.state.withLock { $0.sealedRecords = sealed.sorted() } }
         for (owner, bytes) in try transport.progressRecords() {
             if SealedHeader.isSealed(bytes) {
-                sealed.append(owner)
+                // A device waiting for approval in a sealed account publishes a placeholder (key epoch
+                // UInt32.max), which says nothing was applied: not a node that holds anything back.
+                guard let header = try? SealedHeader.decode(bytes).header, header.keyEpoch != UInt32.max else { continue }
+                let checksum = Self.checksum(bytes)
+                let clock = now
+                let since = retentionMemory.state.withLock { state -> UInt64 in
+                    if let seen = state.sealedRecordSeen[owner], seen.checksum == checksum { return seen.since }
+                    state.sealedRecordSeen[owner] = (checksum, clock)
+                    return clock
+                }
+                if clock < since + configuration.retention.silentNodeAfterMilliseconds { sealed.append(owner) }
                 continue
             }
             do {
@@ -390,8 +404,11 @@ extension SyncEngine {
     // MARK: Bootstrap
 
     /// Loads a baseline when this store needs one: it is new (it has applied nothing from any node) and a
-    /// baseline exists, another node pruned segments this store has not applied, or a load was
-    /// interrupted. Returns whether one was loaded.
+    /// baseline exists, another node pruned segments this store has not applied, a load was interrupted,
+    /// or the next segment of a node was refused by the transport (a sealed account's seal: a plain copy,
+    /// a forgery) and a baseline covers it — the history it stands for, from a node that applied the
+    /// genuine one (an account sealed in place: a plain segment a device that joined sealed cannot take,
+    /// docs/security.md). Returns whether one was loaded.
     func bootstrapIfNeeded(into report: inout SyncReport, cancelled: () -> Bool) throws -> Bool {
         let mine = try store.sync.frontier()
         let interrupted = try store.sync.baselineLoadInProgress()
@@ -408,8 +425,10 @@ extension SyncEngine {
         retentionMemory.state.withLock { $0.lastBootstrapCheckAt = clock }
         let records = (try? progressRecords()) ?? [:]
         let behind = records.values.filter { $0.node != node && $0.prunedThrough > mine[$0.node] }
+        // Refused by the transport (a checksum of 0: the seal said no), where this store waits.
+        let stuck = try store.sync.refusals().filter { $0.checksum == 0 && $0.node != node && $0.firstSequence == mine[$0.node] + 1 }
         let isNew = isNew(mine)
-        guard interrupted || !behind.isEmpty || isNew else { return false }
+        guard interrupted || !behind.isEmpty || !stuck.isEmpty || isNew else { return false }
         let names = try transport.baselines()
         guard !names.isEmpty else {
             if !behind.isEmpty {
@@ -438,8 +457,9 @@ extension SyncEngine {
                 return next.isEmpty || next[0].firstSequence <= sequence + 1
             }
             guard usable else { continue }
-            let behindCovered = behind.allSatisfy { header.frontier[$0.node] >= $0.prunedThrough }
-            guard behindCovered || interrupted || isNew else { continue }
+            let behindCovered = !behind.isEmpty && behind.allSatisfy { header.frontier[$0.node] >= $0.prunedThrough }
+            let stuckCovered = stuck.contains { header.frontier[$0.node] >= $0.lastSequence }
+            guard behindCovered || stuckCovered || interrupted || isNew else { continue }
             do {
                 try load(name, cancelled: cancelled)
                 report.loadedBaseline = name

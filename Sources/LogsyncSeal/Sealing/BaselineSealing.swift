@@ -6,7 +6,7 @@ import LogsyncCore
 ///     header | { u8 last | u32 C | ciphertext of C bytes } … | Ed25519 signature
 ///
 /// Chunk *i* is sealed with nonce (*i*, last) under the object's key, the header as associated data; its
-/// plaintext is `u32 L | L bytes | zeros`, only the last chunk padded (to ``Sealer/padding``). The first
+/// plaintext is `u32 L | L bytes | zeros`, only the last chunk padded (as ``Sealer`` pads). The first
 /// chunk's bytes start with the signer's public key. The signature is over the SHA-256 of every byte
 /// before it, so a carrier can neither cut the run short (the last flag), reorder chunks (the nonces),
 /// nor splice two baselines (the key is the header's).

@@ -40,6 +40,8 @@ struct ChainLedger: Codable, Sendable, Equatable {
     /// sealed baseline the account goes on from.
     var ownSealedFrom: UInt64?
     var sealedBaseline: Bool?
+    /// In an account sealed in place: per node, the newest sequence of a plain segment read.
+    var plainRead: [String: UInt64]?
 
     static let ownLinksKept = 512
 

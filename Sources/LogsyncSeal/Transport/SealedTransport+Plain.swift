@@ -7,24 +7,34 @@ import LogsyncTransport
 /// its whole store, from which new devices start. Until every node is sealed, the plain objects the
 /// account already had are read as a plain account reads them, with two bounds that a carrier cannot move:
 ///
-/// - only from the nodes the account had when this node sealed it (``ChainLedger/plainNodes``, fixed then:
-///   the carrier was trusted as much as the plain account trusted it up to that moment);
-/// - a node's plain segments only below its first segment verified sealed, its plain progress record and
-///   baselines only until any of its objects was verified sealed: nothing plain stands in for a sealed
-///   history.
+/// - only from the nodes the account had when this node sealed it and that showed plain history then (a
+///   plain progress record, or a plain first segment): ``ChainLedger/plainNodes``, fixed then, once the
+///   account key was found right — the carrier was trusted as much as the plain account trusted it up to
+///   that moment;
+/// - a node's plain segments only below its first segment verified sealed, its plain progress record
+///   only until any of its objects was verified sealed: nothing plain stands in for a sealed history;
+/// - never a plain baseline: a baseline is a whole store, every node's rows, and would stand in for the
+///   others' sealed histories. A device that needs one (its store is behind what the plain nodes pruned)
+///   starts afresh from a sealed baseline instead.
 ///
 /// The plain objects leave the carrier as the nodes prune: a node's plain segments once every node has
 /// applied them and every node's newest baseline covers them — so a node that read plain segments since
 /// its last sealed baseline writes another, at most once per `rebaselineInterval` — and its plain
 /// baselines when its sealed one is published.
 extension SealedTransport {
-    /// Fixes the nodes whose plain history the account holds now, once: the owners of plain progress
-    /// records and every node with segments on the carrier, and this node.
+    /// Fixes the nodes whose plain history the account holds now, once: this node, the owners of plain
+    /// progress records, and the nodes whose first segment on the carrier is plain.
     func notePlainNodes() throws(TransportError) {
         guard convertsPlain, ledger.withLock({ $0.state.plainNodes == nil }) else { return }
         var nodes: Set<String> = [node.rawValue]
         for (owner, slot) in try inner.progressRecords() where !SealedHeader.isSealed(slot) { nodes.insert(owner.rawValue) }
-        for name in try inner.scan(excluding: node).segments { nodes.insert(name.node.rawValue) }
+        var first: [NodeID: SegmentName] = [:]
+        for name in try inner.scan(excluding: node).segments where !nodes.contains(name.node.rawValue) {
+            if first[name.node].map({ name < $0 }) ?? true { first[name.node] = name }
+        }
+        for name in first.values {
+            if let bytes = try? inner.read(name, maximumBytes: 1 << 30), !SealedHeader.isSealed(bytes) { nodes.insert(name.node.rawValue) }
+        }
         let state = ledger.withLock { held in
             held.state.plainNodes = nodes.sorted()
             held.dirty = true
@@ -47,8 +57,8 @@ extension SealedTransport {
         }
     }
 
-    /// Whether `other`'s plain progress record or baseline is read: it is one of the account's plain
-    /// nodes and none of its objects was verified sealed yet.
+    /// Whether `other`'s plain progress record is read: it is one of the account's plain nodes and none of
+    /// its objects was verified sealed yet.
     func readsPlainObjects(of other: NodeID) -> Bool {
         guard convertsPlain, other != node else { return false }
         return ledger.withLock { held in
@@ -63,20 +73,31 @@ extension SealedTransport {
         return lastBaselineAt.withLock { $0.map { ContinuousClock.now - $0 >= rebaselineInterval } ?? true }
     }
 
-    /// A plain segment was read: the next sealed baseline must cover it before it can be pruned.
-    func notePlainRead() {
+    /// A plain segment was read past those read before: the next sealed baseline must cover it before it
+    /// can be pruned. (The same segments read again, to check what was applied, change nothing.)
+    func notePlainRead(_ name: SegmentName) {
         ledger.withLock { held in
-            guard held.state.sealedBaseline != false else { return }
+            guard name.lastSequence > held.state.plainRead?[name.node.rawValue] ?? 0 else { return }
+            held.state.plainRead = (held.state.plainRead ?? [:]).merging([name.node.rawValue: name.lastSequence]) { max($0, $1) }
             held.state.sealedBaseline = false
             held.dirty = true
         }
     }
 
     /// Before a sealed baseline is published: a plain one of this node under the same name (the same
-    /// frontier) would make the publish a no-op and stay on the carrier.
+    /// frontier) would make the publish a no-op and stay on the carrier. A sealed one stays (publishing
+    /// the name again is then a no-op, as for any transport).
     func replacePlainBaseline(_ name: BaselineName) throws(TransportError) {
         guard convertsPlain, try inner.baselines().contains(name) else { return }
-        try inner.remove(name)
+        var first: [UInt8] = []
+        struct Enough: Error {}
+        do {
+            try inner.readBaseline(name, maximumBytes: Int.max) { chunk in
+                first += chunk
+                if first.count >= SealedHeader.magic.count { throw Enough() }
+            }
+        } catch {}
+        if first.count >= SealedHeader.magic.count, !SealedHeader.isSealed(first) { try inner.remove(name) }
     }
 
     func notePublishedBaseline() throws(TransportError) {

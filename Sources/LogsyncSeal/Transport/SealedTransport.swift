@@ -116,9 +116,9 @@ public final class SealedTransport: Transport {
         }
         // A device waiting for approval holds no key to check with: it reads nothing until it is granted one.
         guard let keyring = self.keyring, let records = try? inner.progressRecords() else { return }
-        try notePlainNodes()
         var foreign: (owner: NodeID, problem: String)?
         var plain: NodeID?
+        var keyFound = false
         for (owner, slot) in records.sorted(by: { $0.key < $1.key }) where owner != node {
             guard SealedHeader.isSealed(slot) else {
                 plain = plain ?? owner
@@ -128,11 +128,15 @@ public final class SealedTransport: Transport {
             if ProgressSlot.isPlaceholder(bytes) { continue }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
-                if opened.header.account == keyring.account { return }
+                if opened.header.account == keyring.account {
+                    keyFound = true
+                    break
+                }
             } catch where error.code == .wrongKey || error.code == .unknownEpoch {
                 foreign = foreign ?? (owner, error.message)
             } catch {}
         }
+        if keyFound { return try notePlainNodes() }
         if let foreign {
             throw TransportError(.unsealable, "account '\(keyring.account)' (node \(foreign.owner)'s progress record): \(foreign.problem)")
         }
@@ -141,6 +145,7 @@ public final class SealedTransport: Transport {
                 .unsealable,
                 "account '\(keyring.account)' holds only plain progress records (node \(plain)'s among them) and none sealed under this key: the account's other nodes sync it unsealed. Every node of an account is sealed with the same key or none is; do not turn [seal] off on this node to match them unless the account is meant to be plain (docs/security.md)")
         }
+        try notePlainNodes()
     }
 
     /// This node's signing key's fingerprint, and per other node whose objects were opened here, the
@@ -209,7 +214,7 @@ public final class SealedTransport: Transport {
             if let refusal = plainSegmentRefusal(name.node, through: name.lastSequence) { throw TransportError(.unsealable, "\(what) \(refusal)") }
             // The account's plain history: checked by the engine as a plain account's.
             guard bytes.count <= maximumBytes else { throw TransportError(.tooLarge, "segment \(name) holds \(bytes.count) bytes, over \(maximumBytes)") }
-            if name.node != node { notePlainRead() }
+            if name.node != node { notePlainRead(name) }
             return bytes
         }
         let opened: Sealer.Sealed
@@ -428,18 +433,11 @@ public final class SealedTransport: Transport {
         let keyring = try keys()
         var opener = BaselineOpener(node: name.node, transactionCount: name.transactionCount, frontierDigest: name.frontierDigest, keyring: keyring)
         let what = "baseline \(name):"
-        // The account's plain history (sealed in place): a plain node's plain baseline, checked by the
-        // engine as a plain account's. Known by its first bytes.
-        let plainAllowed = readsPlainObjects(of: name.node)
-        var plain: Bool?
         do {
             try inner.readBaseline(name, maximumBytes: maximumBytes + maximumBytes / 64 + Self.overheadBytes) { chunk in
-                if plain == nil, plainAllowed, !chunk.isEmpty { plain = !SealedHeader.isSealed(chunk) }
-                if plain == true { return try consume(chunk) }
                 let opened = try opener.feed(chunk)
                 if !opened.isEmpty { try consume(opened) }
             }
-            if plain == true { return }
             try opener.finish()
         } catch let error as SealError {
             throw Self.refusal(what, error)
