@@ -70,9 +70,6 @@ final class RetentionMemory: Sendable {
         var ownHistoryChecked = false
         /// Set once the store took a new node id: this engine, made for the old one, runs no more rounds.
         var newIdentity: StoreRestored?
-        /// Nodes whose progress record the last read found sealed while this node syncs unsealed (the
-        /// account is being sealed in place): what they applied cannot be known, so nothing is pruned.
-        var sealedRecords: [NodeID] = []
         /// Per node, the checksum of its sealed progress record as last read, and since when (this node's
         /// clock) it has not changed: one that stays the same past the silence limit no longer holds
         /// pruning back, like a silent node's.
@@ -253,15 +250,19 @@ extension SyncEngine {
     }
 
     /// Decoded progress records of this account, by node (this node's included); damaged ones are reported.
-    func progressRecords() throws -> [NodeID: ProgressRecord] {
+    func progressRecords() throws -> [NodeID: ProgressRecord] { try readProgress().records }
+
+    /// ``progressRecords()``, and the nodes whose record is sealed while this node syncs unsealed (the
+    /// account is being sealed in place): what they applied cannot be known here.
+    func readProgress() throws -> (records: [NodeID: ProgressRecord], sealed: [NodeID]) {
         var records: [NodeID: ProgressRecord] = [:]
         var sealed: [NodeID] = []
-        defer { retentionMemory.state.withLock { $0.sealedRecords = sealed.sorted() } }
         for (owner, bytes) in try transport.progressRecords() {
             if SealedHeader.isSealed(bytes) {
-                // A device waiting for approval in a sealed account publishes a placeholder (key epoch
-                // UInt32.max), which says nothing was applied: not a node that holds anything back.
-                guard let header = try? SealedHeader.decode(bytes).header, header.keyEpoch != UInt32.max else { continue }
+                // A device waiting for approval in a sealed account publishes a placeholder, which says
+                // nothing was applied: not a node that holds anything back (nor is a header that cannot
+                // be read).
+                guard let header = try? SealedHeader.decode(bytes).header, header.keyEpoch != SealedHeader.placeholderEpoch else { continue }
                 let checksum = Self.checksum(bytes)
                 let clock = now
                 let since = retentionMemory.state.withLock { state -> UInt64 in
@@ -283,7 +284,7 @@ extension SyncEngine {
                 noteProblem("the progress record of node \(owner) cannot be read: \(error)")
             }
         }
-        return records
+        return (records, sealed.sorted())
     }
 
     /// Works out what this node may delete (every active node applied it, and every current baseline
@@ -296,7 +297,7 @@ extension SyncEngine {
     }
 
     func pruneNow(dryRun: Bool) throws -> RetentionStatus {
-        let records = try progressRecords()
+        let (records, sealed) = try readProgress()
         // A peer that upgraded its app shows its version before it writes anything (`docs/schema-evolution.md`).
         var versions: [NodeID: Int] = [:]
         for record in records.values where record.node != node { versions[record.node] = record.schemaVersion }
@@ -341,7 +342,6 @@ extension SyncEngine {
             }
             limit = min(limit, baselineLimit)
         }
-        let sealed = retentionMemory.state.withLock { $0.sealedRecords }
         if let first = sealed.first {
             limit = 0
             explanation.append(

@@ -60,6 +60,15 @@ package struct SealedHeader: Sendable, Hashable {
         bytes.count >= magic.count && bytes.prefix(magic.count).elementsEqual(magic)
     }
 
+    /// The key epoch a device that holds no key yet names in its progress slot's placeholder: no key, so
+    /// no reader takes it for a record.
+    package static let placeholderEpoch = UInt32.max
+
+    /// Whether `bytes` start with a placeholder's header (``placeholderEpoch``).
+    package static func isPlaceholder(_ bytes: [UInt8]) -> Bool {
+        (try? decode(bytes).header.keyEpoch) == placeholderEpoch
+    }
+
     /// The header's bytes, which are also the associated data its ciphertext is sealed with.
     package func encoded() -> [UInt8] {
         var writer = ByteWriter()

@@ -56,9 +56,6 @@ public struct DeviceCard: Sendable, Hashable {
 /// yet, a placeholder that only routes), then the device appendix with the writer's card and the roster it
 /// holds (`docs/log-format.md`, "Devices").
 enum ProgressSlot {
-    /// The key epoch a placeholder names: no key, so no reader mistakes it for a record.
-    static let placeholderEpoch = UInt32.max
-
     static func encode(record: [UInt8], card: DeviceCard, roster: [UInt8]?) -> [UInt8] {
         var appendix: [UInt8] = []
         let cardBytes = card.encoded()
@@ -85,16 +82,12 @@ enum ProgressSlot {
     /// header under no key, an empty ciphertext and a signature, which carriers route like any record.
     static func placeholder(account: String, node: NodeID, key: NodeSigningKey) throws(SealError) -> [UInt8] {
         let header = SealedHeader(
-            kind: .progressRecord, keyEpoch: placeholderEpoch, keyID: [UInt8](repeating: 0, count: SealedHeader.keyIDByteCount), first: 0, last: 0,
+            kind: .progressRecord, keyEpoch: SealedHeader.placeholderEpoch, keyID: [UInt8](repeating: 0, count: SealedHeader.keyIDByteCount), first: 0, last: 0,
             salt: [UInt8](repeating: 0, count: SealedHeader.saltByteCount), account: account, node: node)
         var bytes = header.encoded()
         Sealer.appendLittleEndian(UInt32(SealedHeader.tagByteCount), to: &bytes)
         bytes += [UInt8](repeating: 0, count: SealedHeader.tagByteCount)
         return bytes + (try key.signature(for: Array(SHA256.hash(data: bytes))))
-    }
-
-    static func isPlaceholder(_ record: [UInt8]) -> Bool {
-        (try? SealedHeader.decode(record).header.keyEpoch) == placeholderEpoch
     }
 }
 
@@ -110,7 +103,7 @@ package enum DeviceSlotDecoding {
         // The decoders on the whole input too, as if it were only a card or a roster.
         if let roster = try? Roster.decode(bytes) { parts.append("a whole roster at epoch \(roster.epoch)") }
         if (try? DeviceCard.decode(bytes)) != nil { parts.append("a whole card") }
-        _ = ProgressSlot.isPlaceholder(slot.record)
+        _ = SealedHeader.isPlaceholder(slot.record)
         guard slot.card != nil || slot.roster != nil else { throw SealError(.malformed, "no device appendix") }
         return parts.joined(separator: ", ")
     }

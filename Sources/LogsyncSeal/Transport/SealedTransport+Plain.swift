@@ -35,13 +35,10 @@ extension SealedTransport {
         for name in first.values {
             if let bytes = try? inner.read(name, maximumBytes: 1 << 30), !SealedHeader.isSealed(bytes) { nodes.insert(name.node.rawValue) }
         }
-        let state = ledger.withLock { held in
-            held.state.plainNodes = nodes.sorted()
-            held.dirty = true
-            return held.state
+        try updateLedger { ledger in
+            ledger.plainNodes = nodes.sorted()
+            return true
         }
-        try save(state)
-        ledger.withLock { held in if held.state == state { held.dirty = false } }
     }
 
     /// Why `node`'s plain segment ending at `last` is not read, or nil when it is.
@@ -103,14 +100,10 @@ extension SealedTransport {
     func notePublishedBaseline() throws(TransportError) {
         guard convertsPlain else { return }
         lastBaselineAt.withLock { $0 = .now }
-        let state = ledger.withLock { held -> ChainLedger? in
-            guard held.state.sealedBaseline != true else { return nil }
-            held.state.sealedBaseline = true
-            held.dirty = true
-            return held.state
+        try updateLedger { ledger in
+            guard ledger.sealedBaseline != true else { return false }
+            ledger.sealedBaseline = true
+            return true
         }
-        guard let state else { return }
-        try save(state)
-        ledger.withLock { held in if held.state == state { held.dirty = false } }
     }
 }

@@ -125,7 +125,7 @@ public final class SealedTransport: Transport {
                 continue
             }
             let bytes = ProgressSlot.decode(slot).record
-            if ProgressSlot.isPlaceholder(bytes) { continue }
+            if SealedHeader.isPlaceholder(bytes) { continue }
             do {
                 let opened = try Sealer.open(bytes, kind: .progressRecord, keyring: keyring, maximumBytes: ProgressRecord.maximumByteCount)
                 if opened.header.account == keyring.account {
@@ -188,15 +188,23 @@ public final class SealedTransport: Transport {
     }
 
     private func record(own name: SegmentName, link: [UInt8]) throws(TransportError) {
-        let state = ledger.withLock { held in
-            held.state.recordOwn(first: name.firstSequence, last: name.lastSequence, link: link)
+        try updateLedger { ledger in
+            ledger.recordOwn(first: name.firstSequence, last: name.lastSequence, link: link)
+            return true
+        }
+    }
+
+    /// Changes the ledger and keeps it at once; `change` says whether it changed anything.
+    func updateLedger(_ change: (inout ChainLedger) -> Bool) throws(TransportError) {
+        let state = ledger.withLock { held -> ChainLedger? in
+            guard change(&held.state) else { return nil }
             held.dirty = true
             return held.state
         }
-        try save(state)
-        ledger.withLock { held in if held.state == state { held.dirty = false } }
+        if let state { try save(state) }
     }
 
+    /// Writes `state` to the ledger's file; the ledger is clean again unless it changed meanwhile.
     func save(_ state: ChainLedger) throws(TransportError) {
         guard let ledgerPath else { return }
         do {
@@ -204,6 +212,7 @@ public final class SealedTransport: Transport {
         } catch {
             throw TransportError(.io, "cannot keep the seal's chain ledger \(ledgerPath): \(error)", path: ledgerPath, cause: error)
         }
+        ledger.withLock { held in if held.state == state { held.dirty = false } }
     }
 
     public func read(_ name: SegmentName, maximumBytes: Int) throws(TransportError) -> [UInt8] {
@@ -302,10 +311,7 @@ public final class SealedTransport: Transport {
         try notePlainNodes()
         try readRosterIfDue()
         let dirty = ledger.withLock { held -> ChainLedger? in held.dirty ? held.state : nil }
-        if let dirty {
-            try save(dirty)
-            ledger.withLock { held in if held.state == dirty { held.dirty = false } }
-        }
+        if let dirty { try save(dirty) }
         var view = try inner.refresh(excluding: node)
         view.ignored += refusedRecords.withLock { $0 }
         return view
@@ -358,7 +364,7 @@ public final class SealedTransport: Transport {
         guard let keyring = self.keyring else { return [:] }
         for (owner, parts) in slots {
             let bytes = parts.record
-            if ProgressSlot.isPlaceholder(bytes) { continue }
+            if SealedHeader.isPlaceholder(bytes) { continue }
             if !SealedHeader.isSealed(bytes), readsPlainObjects(of: owner) {
                 records[owner] = bytes
                 continue
