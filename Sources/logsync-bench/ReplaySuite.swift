@@ -47,12 +47,32 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
 
     @OptionGroup var options: SuiteOptions
 
+    /// Which of the two workloads run: a change to one path is measured without waiting for the other.
+    enum Workload: String, ExpressibleByArgument, CaseIterable {
+        case all, inserts, mixed
+    }
+
+    @Option(help: "The workloads to run: all, inserts (insert-only) or mixed.")
+    var workload: Workload = .all
+
+    @Option(help: "Rounds of each workload (default: 3, or 2 with --quick).")
+    var rounds: Int?
+
     typealias Sizes = ImportSizes
 
     static let suite = "replay"
 
+    func validate() throws {
+        if let rounds, rounds < 1 { throw ValidationError("--rounds must be at least 1") }
+    }
+
     func run() throws {
-        let sizes = options.quick ? Sizes.quick : Sizes.full
+        var sizes = options.quick ? Sizes.quick : Sizes.full
+        if let rounds { sizes.rounds = rounds }
+        guard workload != .mixed else {
+            try runMixed(sizes)
+            return
+        }
         if options.quick {
             Report.progress(
                 "--quick: sizes scaled down to \(grouped(sizes.changes)) changes, \(sizes.rounds) rounds "
@@ -111,7 +131,7 @@ struct ReplaySuite: ParsableCommand, BenchmarkSuite {
         Report.emit(metric("segment_uncompressed_bytes_per_change", bodyBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
         Report.emit(metric("changeset_bytes_per_change", changesetBytes / changes, unit: "B", goal: nil, .lower, decimals: 1))
 
-        try runMixed(sizes)
+        if workload == .all { try runMixed(sizes) }
     }
 
     /// The mixed workload's rounds and metrics.
