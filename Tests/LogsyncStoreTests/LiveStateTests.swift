@@ -106,6 +106,34 @@ struct LiveStateTests {
         #expect(try Self.causalLength(store, key) == [[.integer(2)]])
     }
 
+    @Test("a state in both _ls_live and _ls_row is merged by the next remote change, and a delete leaves the merged state in _ls_row")
+    func stateInBothPlaces() throws {
+        let directory = try TemporaryDirectory("live")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Self.schema)
+        let origin = NodeID(UUID().uuidString.lowercased())
+        let key = Fixtures.id()
+        try MigrationTests.importTransaction(store, from: origin, sequence: 1, at: 10, [Self.insert(key, "v1")])
+        // A copy of the state, older than what follows, planted in `_ls_row` as well.
+        try Connection(path: store.path).execute("INSERT INTO _ls_row(entity, pk, cl, state) SELECT id >> 40, pk, cl, state FROM _ls_live WHERE pk = ?", [key])
+        #expect(try Self.causalLength(store, key) == [[.integer(1)], [.integer(1)]])
+
+        try MigrationTests.importTransaction(
+            store, from: origin, sequence: 2, at: 20,
+            [LogChange(entity: "Item", primaryKey: key, kind: .update, causalLength: 1, values: ["name": .text("newer")])])
+        #expect(try store.read("SELECT name FROM Item WHERE id = ?", [key]) == [[.text("newer")]])
+
+        // The delete's state replaces the stale copy: the row stays deleted, and an update older than the
+        // delete does not bring it back.
+        try MigrationTests.importTransaction(
+            store, from: origin, sequence: 3, at: 30, [LogChange(entity: "Item", primaryKey: key, kind: .delete, causalLength: 2, values: [:])])
+        #expect(try store.read("SELECT id FROM Item") == [])
+        #expect(try Self.causalLength(store, key) == [[.integer(2)]])
+        try MigrationTests.importTransaction(
+            store, from: NodeID(UUID().uuidString.lowercased()), sequence: 1, at: 25,
+            [LogChange(entity: "Item", primaryKey: key, kind: .update, causalLength: 1, values: ["name": .text("late")])])
+        #expect(try store.read("SELECT id FROM Item") == [])
+    }
+
     @Test("states whose rowid changed behind logsync's back move to _ls_row, with their clocks")
     func orphansRehomed() throws {
         let directory = try TemporaryDirectory("live")

@@ -1,6 +1,16 @@
 import LogsyncCore
 import LogsyncSQLite
 
+/// What ``MergeWriter/findIsolated(_:info:nodes:)`` found of a row of an isolated entity: where the row and
+/// its live state are, so that the merge and the projection write them by rowid instead of looking the key
+/// up again. Valid until the transaction's projection has written the row: nothing else writes it meanwhile.
+struct FoundRow {
+    /// The row's rowid and its columns in bit order; nil when the table has no such row.
+    var table: (rowID: Int64, values: [DatabaseValue])?
+    /// The id of the row's state in `_ls_live`; nil when it has none there.
+    var liveID: Int64?
+}
+
 /// States in `_ls_live` (``SchemaSQL/rowStates``): stored with the insert of a row an import created, found
 /// through that row's rowid, and moved to `_ls_row` when the rowid no longer leads to them.
 extension MergeWriter {

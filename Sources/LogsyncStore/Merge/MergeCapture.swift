@@ -95,4 +95,22 @@ extension MergeWriter {
             try statement.run()
         }
     }
+
+    /// ``recordDelete(of:info:)`` of a row the merge found (``FoundRow``): by its rowid, and its live state
+    /// (if it has one) by its id.
+    func recordDelete(rowID: Int64, liveID: Int64?, info: Catalog.EntityInfo) throws {
+        try recordPackedInserts()
+        let history = try statements.rows(of: info).deleteHistoryByRowID
+        try history.bind(info.id, at: 1)
+        try history.bind(rowID, at: 2)
+        try history.run()
+        guard let liveID else { return }
+        let move = try statements.moveLiveState()
+        try move.bind(info.id, at: 1)
+        try move.bind(liveID, at: 2)
+        try move.run()
+        let delete = try statements.deleteLiveState()
+        try delete.bind(liveID, at: 1)
+        try delete.run()
+    }
 }

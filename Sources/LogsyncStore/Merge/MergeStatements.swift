@@ -16,24 +16,27 @@ final class MergeStatements {
         let select: Statement
         let insert: Statement
         let delete: Statement
+        let deleteByRowID: Statement
+        let found: Statement
         let liveState: Statement
         let deleteLiveState: Statement
         let updateLiveState: Statement
         let deleteHistory: Statement
+        let deleteHistoryByRowID: Statement
         let moveLiveState: Statement
 
-        init(
-            select: Statement, insert: Statement, delete: Statement, liveState: Statement, deleteLiveState: Statement,
-            updateLiveState: Statement, deleteHistory: Statement, moveLiveState: Statement
-        ) {
-            self.select = select
-            self.insert = insert
-            self.delete = delete
-            self.liveState = liveState
-            self.deleteLiveState = deleteLiveState
-            self.updateLiveState = updateLiveState
-            self.deleteHistory = deleteHistory
-            self.moveLiveState = moveLiveState
+        init(connection: Connection, sql: RowSQL) throws {
+            select = try connection.prepare(sql.select)
+            insert = try connection.prepare(sql.insert)
+            delete = try connection.prepare(sql.delete)
+            deleteByRowID = try connection.prepare(sql.deleteByRowID)
+            found = try connection.prepare(sql.found)
+            liveState = try connection.prepare(sql.liveState)
+            deleteLiveState = try connection.prepare(sql.deleteLiveState)
+            updateLiveState = try connection.prepare(sql.updateLiveState)
+            deleteHistory = try connection.prepare(sql.deleteHistory)
+            deleteHistoryByRowID = try connection.prepare(sql.deleteHistoryByRowID)
+            moveLiveState = try connection.prepare(sql.moveLiveState)
         }
     }
 
@@ -42,6 +45,9 @@ final class MergeStatements {
     private var saveStateStatement: Statement?
     private var insertStateStatement: Statement?
     private var insertLiveStateStatement: Statement?
+    private var updateLiveStateStatement: Statement?
+    private var moveLiveStateStatement: Statement?
+    private var deleteLiveStateStatement: Statement?
     private var insertReferenceStatement: Statement?
     private var deleteReferenceStatement: Statement?
     private var insertHistoryStatement: Statement?
@@ -53,6 +59,7 @@ final class MergeStatements {
     private struct UpdateKey: Hashable {
         let entity: Int64
         let mask: Int64
+        let byRowID: Bool
     }
 
     /// Reused by ``RowStateCoding/encode(_:info:nodes:connection:into:)`` so that saving a state does not
@@ -94,6 +101,27 @@ final class MergeStatements {
         try prepared(&insertLiveStateStatement, "INSERT INTO _ls_live(id, pk, cl, state) VALUES (?, ?, ?, ?)")
     }
 
+    /// `UPDATE _ls_live SET cl = ?3, state = ?4 WHERE id = ?1 AND pk = ?2`: a live state replaced where the
+    /// merge found it (``MergeWriter/writeState(_:primaryKey:info:with:first:nodes:encoded:)`` binds it).
+    func updateLiveState() throws -> Statement {
+        try prepared(&updateLiveStateStatement, "UPDATE _ls_live SET cl = ?3, state = ?4 WHERE id = ?1 AND pk = ?2")
+    }
+
+    /// The delete trigger's move of a deleted row's live state to `_ls_row` (``SchemaSQL/moveLiveState(entity:id:key:)``),
+    /// for a state the merge found at `id` and has just replaced there: parameters (entity, id). Unlike the
+    /// trigger's, it replaces a state `_ls_row` holds: the merge took that one into the state it moves.
+    func moveLiveState() throws -> Statement {
+        try prepared(
+            &moveLiveStateStatement,
+            "INSERT INTO _ls_row(entity, pk, cl, state) SELECT ?1, pk, cl, state FROM _ls_live WHERE id = ?2 "
+                + "ON CONFLICT(entity, pk) DO UPDATE SET cl = excluded.cl, state = excluded.state")
+    }
+
+    /// `DELETE FROM _ls_live WHERE id = ?`
+    func deleteLiveState() throws -> Statement {
+        try prepared(&deleteLiveStateStatement, "DELETE FROM _ls_live WHERE id = ?")
+    }
+
     /// `INSERT OR IGNORE INTO _ls_ref(target_entity, target, entity, pk) VALUES (?, ?, ?, ?)`
     func insertReference() throws -> Statement {
         try prepared(
@@ -120,12 +148,7 @@ final class MergeStatements {
             lastEntity = (info.id, statements)
             return statements
         }
-        let statements = Entity(
-            select: try connection.prepare(info.sql.select), insert: try connection.prepare(info.sql.insert),
-            delete: try connection.prepare(info.sql.delete), liveState: try connection.prepare(info.sql.liveState),
-            deleteLiveState: try connection.prepare(info.sql.deleteLiveState),
-            updateLiveState: try connection.prepare(info.sql.updateLiveState),
-            deleteHistory: try connection.prepare(info.sql.deleteHistory), moveLiveState: try connection.prepare(info.sql.moveLiveState))
+        let statements = try Entity(connection: connection, sql: info.sql)
         entities[info.id] = statements
         lastEntity = (info.id, statements)
         return statements
@@ -149,11 +172,11 @@ final class MergeStatements {
         try prepared(&deleteNotesStatement, "DELETE FROM _ls_displaced WHERE entity = ? AND pk = ?")
     }
 
-    /// `UPDATE t SET <the columns in mask, in bit order> = ? … WHERE <key> = ?`.
-    func update(of info: Catalog.EntityInfo, mask: Int64) throws -> Statement {
-        let key = UpdateKey(entity: info.id, mask: mask)
+    /// `UPDATE t SET <the columns in mask, in bit order> = ? … WHERE <key> = ?` (or `WHERE rowid = ?`).
+    func update(of info: Catalog.EntityInfo, mask: Int64, byRowID: Bool = false) throws -> Statement {
+        let key = UpdateKey(entity: info.id, mask: mask, byRowID: byRowID)
         if let statement = updates[key] { return statement }
-        let statement = try connection.prepare(info.sql.update(columns: info.columnNames(inMask: mask)))
+        let statement = try connection.prepare(info.sql.update(columns: info.columnNames(inMask: mask), byRowID: byRowID))
         updates[key] = statement
         return statement
     }

@@ -22,7 +22,7 @@ extension MergeWriter {
             if row.info.isIsolated {
                 try refreshIsolated(
                     row.key, info: row.info, state: row.state, isNew: row.isNew, savesWithRow: row.savesWithRow,
-                    structural: row.structural, remaining: &remaining, nodes: &nodes, fresh: row.fresh)
+                    structural: row.structural, remaining: &remaining, nodes: &nodes, fresh: row.fresh, found: row.found)
             } else {
                 remaining[row.key] = (remaining[row.key] ?? false) || row.structural
             }
@@ -57,9 +57,10 @@ extension MergeWriter {
     /// what depends on them (rows referring to them, after a structural change).
     func refreshIsolated(
         _ key: RowKey, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool, structural: Bool,
-        remaining: inout [RowKey: Bool], nodes: inout NodeTable, fresh: FreshRow? = nil
+        remaining: inout [RowKey: Bool], nodes: inout NodeTable, fresh: FreshRow? = nil, found: FoundRow? = nil
     ) throws {
-        try writeIsolated(key.primaryKey, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, nodes: &nodes, fresh: fresh)
+        try writeIsolated(
+            key.primaryKey, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, nodes: &nodes, fresh: fresh, found: found)
         if structural, info.isReferenced {
             for child in try children(of: key, info: info) { remaining[child] = true }
         }
@@ -124,14 +125,25 @@ extension MergeWriter {
     /// not in the table (local history is always folded before a merge), so it is not looked up.
     ///
     /// `savesWithRow`: the state is not stored yet; store it in `_ls_live` if the row is inserted, else in
-    /// `_ls_row`. `fresh`: `state` prepared as a first insert, its values and encoding ready.
+    /// `_ls_row`. `fresh`: `state` prepared as a first insert, its values and encoding ready. `found`: the row
+    /// as the merge found it (``FoundRow``), written by rowid without another lookup.
     func writeIsolated(
         _ primaryKey: DatabaseValue, info: Catalog.EntityInfo, state: RowState, isNew: Bool, savesWithRow: Bool,
-        nodes: inout NodeTable, fresh: FreshRow? = nil
+        nodes: inout NodeTable, fresh: FreshRow? = nil, found: FoundRow? = nil
     ) throws {
-        let actual = isNew ? nil : try baseValues(info, primaryKey)
+        let actual: [DatabaseValue]?
+        if let found {
+            actual = found.table?.values
+        } else {
+            actual = isNew ? nil : try baseValues(info, primaryKey)
+        }
+        let rowID = found?.table?.rowID
         guard state.exists else {
-            if actual != nil { try deleteRow(info, primaryKey) }
+            if let rowID {
+                try deleteRow(info, rowID: rowID, liveID: found?.liveID)
+            } else if actual != nil {
+                try deleteRow(info, primaryKey)
+            }
             if savesWithRow { try saveState(state, primaryKey: primaryKey, info: info, previous: nil, nodes: &nodes) }
             return
         }
@@ -164,6 +176,6 @@ extension MergeWriter {
             if actual[bit] != value { changed.append((bit, value)) }
         }
         guard !changed.isEmpty else { return }
-        try updateRow(info, primaryKey, bits: changed)
+        try updateRow(info, primaryKey, bits: changed, rowID: rowID)
     }
 }

@@ -27,6 +27,14 @@ extension MergeWriter {
         try statement.run()
     }
 
+    /// ``deleteRow(_:_:)`` of a row the merge found (``FoundRow``): by its rowid and its live state's id.
+    func deleteRow(_ info: Catalog.EntityInfo, rowID: Int64, liveID: Int64?) throws {
+        if capturesHistory { try recordDelete(rowID: rowID, liveID: liveID, info: info) }
+        let statement = try statements.rows(of: info).deleteByRowID
+        try statement.bind(rowID, at: 1)
+        try statement.run()
+    }
+
     /// `UPDATE` of some columns (at least one) of one row, by name.
     func updateRow(
         _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, _ changes: [(column: String, value: DatabaseValue)]
@@ -36,12 +44,15 @@ extension MergeWriter {
     }
 
     /// `UPDATE` of some columns (at least one) of one row, by bit, in increasing order. Its statement is
-    /// prepared once per entity and column set (``MergeStatements/update(of:mask:)``).
-    func updateRow(_ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, bits changes: [(bit: Int, value: DatabaseValue)]) throws {
+    /// prepared once per entity and column set (``MergeStatements/update(of:mask:byRowID:)``). `rowID`: the
+    /// row's, when the merge found it (``FoundRow``), so that it is not looked up by key again.
+    func updateRow(
+        _ info: Catalog.EntityInfo, _ primaryKey: DatabaseValue, bits changes: [(bit: Int, value: DatabaseValue)], rowID: Int64? = nil
+    ) throws {
         let mask = changes.reduce(Int64(0)) { $0 | Int64(1) << Int64($1.bit) }
-        let statement = try statements.update(of: info, mask: mask)
+        let statement = try statements.update(of: info, mask: mask, byRowID: rowID != nil)
         for (index, change) in changes.enumerated() { try statement.bind(change.value, at: Int32(index) + 1) }
-        try statement.bind(primaryKey, at: Int32(changes.count) + 1)
+        if let rowID { try statement.bind(rowID, at: Int32(changes.count) + 1) } else { try statement.bind(primaryKey, at: Int32(changes.count) + 1) }
         try statement.run()
         if capturesHistory, connection.changes > 0 {
             try recordUpdate(of: primaryKey, info: info, mask: mask)
@@ -162,6 +173,8 @@ struct MergedRows {
         var structural: Bool
         /// The row's first insert as prepared (``FreshRow``), while ``state`` is still the state it holds.
         var fresh: FreshRow?
+        /// Where the row and its live state were found, if the merge looked them up (``FoundRow``).
+        var found: FoundRow?
     }
 
     private(set) var rows: [Row] = []
@@ -192,7 +205,7 @@ struct MergedRows {
     /// `savesWithRow`: the state was not stored (see ``Row/savesWithRow``); otherwise it was.
     mutating func record(
         _ key: RowKey, info: Catalog.EntityInfo, state: RowState, at position: Int?, isNew: Bool, structural: Bool,
-        savesWithRow: Bool = false, fresh: FreshRow? = nil
+        savesWithRow: Bool = false, fresh: FreshRow? = nil, found: FoundRow? = nil
     ) {
         if let position {
             rows[position].state = state
@@ -201,7 +214,8 @@ struct MergedRows {
             rows[position].fresh = nil
         } else {
             if !keysAreDistinct { positions[key] = rows.count }
-            rows.append(Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural, fresh: fresh))
+            rows.append(
+                Row(key: key, info: info, state: state, isNew: isNew, savesWithRow: savesWithRow, structural: structural, fresh: fresh, found: found))
         }
     }
 

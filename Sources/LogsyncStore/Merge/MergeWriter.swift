@@ -49,6 +49,32 @@ struct MergeWriter {
         try readState(try statements.rows(of: info).liveState, primaryKey, info: info, nodes: nodes, at: 1)
     }
 
+    /// A row of an isolated entity as the merge first finds it, and its state, in one lookup by key
+    /// (``RowSQL/found``) where ``loadState(_:info:nodes:)`` and the projection's ``baseValues(_:_:)`` would
+    /// each look the key up, twice or three times. What is found lets the merge and the projection write
+    /// the row and its live state by rowid (``FoundRow``). A state in both `_ls_row` and `_ls_live` is
+    /// taken as their merge.
+    func findIsolated(_ primaryKey: DatabaseValue, info: Catalog.EntityInfo, nodes: NodeTable) throws -> (FoundRow, RowState?) {
+        let statement = try statements.rows(of: info).found
+        try bindRow(statement, primaryKey, info: info)
+        guard try statement.step() else {
+            throw StoreError(.sqlite, "looking up row \(primaryKey) of '\(info.entity.name)' returned no row")
+        }
+        defer { statement.reset() }
+        let count = info.columns.count
+        var found = FoundRow()
+        if !statement.isNull(at: 0) {
+            found.table = (statement.int64(at: 0), (1...count).map { statement.value(at: $0) })
+        }
+        let live = try RowStateCoding.decode(statement, at: count + 2, info: info, nodes: nodes)
+        if live != nil { found.liveID = statement.int64(at: count + 1) }
+        var state = try RowStateCoding.decode(statement, at: count + 4, info: info, nodes: nodes)
+        if let live {
+            if state == nil { state = live } else { state?.merge(live) }
+        }
+        return (found, state)
+    }
+
     /// Binds a row's entity id and key to parameters 1 and 2, as every per-row state and history statement
     /// takes them.
     func bindRow(_ statement: Statement, _ primaryKey: DatabaseValue, info: Catalog.EntityInfo) throws(SQLiteError) {
@@ -97,9 +123,23 @@ struct MergeWriter {
         try saveState(state, primaryKey: key.primaryKey, info: info, previous: previous, nodes: &nodes)
     }
 
+    /// `found`: what ``findIsolated(_:info:nodes:)`` found of the row, if it looked (an isolated row with a
+    /// stored state): its state is then replaced by its `_ls_live` id, or stored in `_ls_row` without looking
+    /// in `_ls_live`.
     func saveState(
-        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, previous: RowState?, nodes: inout NodeTable
+        _ state: RowState, primaryKey: DatabaseValue, info: Catalog.EntityInfo, previous: RowState?, nodes: inout NodeTable,
+        found: FoundRow? = nil
     ) throws {
+        if let found, previous != nil {
+            if let liveID = found.liveID {
+                try writeState(state, primaryKey: primaryKey, info: info, with: try statements.updateLiveState(), first: liveID, nodes: &nodes)
+                if connection.changes > 0 { return }
+            } else {
+                // Isolated rows have no references to update.
+                try writeState(state, primaryKey: primaryKey, info: info, with: try statements.saveState(), nodes: &nodes)
+                return
+            }
+        }
         if previous != nil, info.isIsolated {
             // A state found by its row's rowid is replaced where it is: a changed row keeps its state in
             // `_ls_live` until the row leaves the table (`docs/merge.md`). Isolated rows have no references.

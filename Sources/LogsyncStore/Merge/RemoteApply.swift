@@ -62,19 +62,29 @@ extension Store {
                 }
             }
         }
-        var previous = try position.map { merged.rows[$0].state } ?? writer.loadState(change.primaryKey, info: info, nodes: nodes)
-        if let position, merged.rows[position].savesWithRow, let live = try writer.loadLiveState(change.primaryKey, info: info, nodes: nodes) {
-            // The fast path did not look in `_ls_live`: another node inserted the key before. Saving the
-            // state below takes it out of `_ls_live`, so it must hold that one too.
-            previous?.merge(live)
-            merged.foundLiveState(at: position)
+        var previous: RowState?
+        // What was found of an isolated row the first time this transaction changes it, or before.
+        var found: FoundRow?
+        if let position {
+            previous = merged.rows[position].state
+            found = merged.rows[position].found
+            if merged.rows[position].savesWithRow, let live = try writer.loadLiveState(change.primaryKey, info: info, nodes: nodes) {
+                // The fast path did not look in `_ls_live`: another node inserted the key before. Saving the
+                // state below takes it out of `_ls_live`, so it must hold that one too.
+                previous?.merge(live)
+                merged.foundLiveState(at: position)
+            }
+        } else if info.isIsolated {
+            (found, previous) = try writer.findIsolated(change.primaryKey, info: info, nodes: nodes)
+        } else {
+            previous = try writer.loadState(change.primaryKey, info: info, nodes: nodes)
         }
         var next = previous ?? RowState()
         guard next.merge(change, at: clock) else { return }
-        try writer.saveState(next, primaryKey: change.primaryKey, info: info, previous: previous, nodes: &nodes)
+        try writer.saveState(next, primaryKey: change.primaryKey, info: info, previous: previous, nodes: &nodes, found: found)
         merged.record(
             key, info: info, state: next, at: position, isNew: previous == nil,
-            structural: writer.isStructural(info, from: previous, to: next))
+            structural: writer.isStructural(info, from: previous, to: next), found: found)
     }
 
     /// Folds all local history, handing each transaction to `emit` (which persists it in the same SQLite

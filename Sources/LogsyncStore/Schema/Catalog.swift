@@ -134,13 +134,22 @@ struct RowSQL: Sendable {
             + Array(repeating: "?", count: names.count).joined(separator: ", ") + ")"
     }
 
-    /// `UPDATE t SET <name> = ?, … WHERE <key> = ?`: parameters 1… the values in the order of `names`, then
-    /// the key.
-    func update(columns names: [String]) -> String {
-        "UPDATE \(table) SET " + names.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ") + " WHERE \(key) = ?"
+    /// `UPDATE t SET <name> = ?, … WHERE <key> = ?` (or `WHERE rowid = ?`): parameters 1… the values in the
+    /// order of `names`, then the key (or the rowid).
+    func update(columns names: [String], byRowID: Bool = false) -> String {
+        "UPDATE \(table) SET " + names.map { "\(SchemaSQL.quote($0)) = ?" }.joined(separator: ", ")
+            + (byRowID ? " WHERE rowid = ?" : " WHERE \(key) = ?")
     }
     /// `DELETE FROM t WHERE <key> = ?`.
     let delete: String
+    /// `DELETE FROM t WHERE rowid = ?`.
+    let deleteByRowID: String
+    /// A row as the merge first finds it (``MergeWriter/findIsolated(_:info:nodes:)``), in one lookup by key:
+    /// its rowid and columns in bit order (NULL when the table has no such row), its state in `_ls_live` (id,
+    /// cl, state) and its state in `_ls_row` (cl, state), NULL where it has none; parameters (entity, key).
+    let found: String
+    /// ``deleteHistory`` of the row at a rowid; parameters (entity, rowid).
+    let deleteHistoryByRowID: String
     /// The row's state in `_ls_live` (id, cl, state), if it has one there; parameters (entity, key).
     let liveState: String
     /// Deletes the row's state from `_ls_live`, if it has one there; parameters (entity, key).
@@ -168,6 +177,13 @@ struct RowSQL: Sendable {
         insertRow = "(\(Array(repeating: "?", count: all.count).joined(separator: ", ")))"
         insert = insertInto + insertRow
         delete = "DELETE FROM \(table) WHERE \(key) = ?"
+        deleteByRowID = "DELETE FROM \(table) WHERE rowid = ?"
+        let columnsOfT = columns.map { "t.\(SchemaSQL.quote($0))" }
+        found =
+            "SELECT " + (["t.rowid"] + columnsOfT + ["l.id", "l.cl", "l.state", "r.cl", "r.state"]).joined(separator: ", ")
+            + " FROM (SELECT ?2 AS k) AS p LEFT JOIN \(table) AS t ON t.\(key) = p.k"
+            + " LEFT JOIN _ls_live AS l ON l.id = \(SchemaSQL.liveID(entity: "?1", rowID: "t.rowid")) AND l.pk = t.\(key)"
+            + " LEFT JOIN _ls_row AS r ON r.entity = ?1 AND r.pk = p.k"
         let liveID = "(SELECT \(SchemaSQL.liveID(entity: "?1", rowID: "rowid")) FROM \(table) WHERE \(key) = ?2)"
         let live = "id = \(liveID) AND pk = ?2"
         liveState = "SELECT id, cl, state FROM _ls_live WHERE \(live)"
@@ -177,9 +193,11 @@ struct RowSQL: Sendable {
         liveOrphans =
             "SELECT l.id FROM _ls_live l WHERE \(SchemaSQL.liveRange(entity: "?1", id: "l.id")) "
             + "AND NOT EXISTS (SELECT 1 FROM \(table) t WHERE t.rowid = l.id & \((1 << bits) - 1) AND t.\(key) = l.pk)"
-        deleteHistory =
+        let tombstoneOf =
             "INSERT INTO _ls_log(kind, entity, pk, cols, tomb) SELECT 3, ?1, \(key), 0, \(SchemaSQL.tombstone(of: entity, row: table)) "
-            + "FROM \(table) WHERE \(key) = ?2"
+            + "FROM \(table) WHERE "
+        deleteHistory = tombstoneOf + "\(key) = ?2"
+        deleteHistoryByRowID = tombstoneOf + "rowid = ?2"
         moveLiveState = SchemaSQL.moveLiveState(entity: "?1", id: liveID, key: "?2")
     }
 }
