@@ -208,7 +208,8 @@ extension Store {
                 run.current = segment
                 run.appliedOfCurrent = 0
             }
-            guard let segment = run.current else { continue }
+            // Taken out of the run, so that nothing but this binding holds it once it is applied.
+            guard let segment = run.current.take() else { continue }
             var last: LogTransaction?
             let fresh = segment.fresh.flatMap { $0.matches(state.nodes) ? $0.rows : nil }
             for (index, transaction) in segment.transactions.enumerated() where transaction.sequence > cursor {
@@ -229,9 +230,14 @@ extension Store {
                 FaultInjection.point("import.mid-batch")
             }
             if let last { try recordProgress(segment, through: last, state: &state) }
-            if end != .exhausted { break batch }
+            if end != .exhausted {
+                run.current = segment
+                break batch
+            }
             run.decided.append((segment.header, .applied(transactions: run.appliedOfCurrent)))
-            run.current = nil
+            // Its transactions are freed on another thread, outside the write transaction (``Release``).
+            _ = consume fresh
+            Release.elsewhere(consume segment)
         }
         if changes > 0 { try skipOwnMergeHistory(&state) }
         return end
