@@ -134,6 +134,24 @@ struct LiveStateTests {
         #expect(try store.read("SELECT id FROM Item") == [])
     }
 
+    @Test("a row of an entity with no attributes is found, deleted and inserted again by remote changes")
+    func entityWithoutAttributes() throws {
+        let directory = try TemporaryDirectory("live")
+        let store = try Store(path: directory.file("s.sqlite"), schema: Schema(version: 1, entities: [Entity("Tag", attributes: [])]))
+        let origin = NodeID(UUID().uuidString.lowercased())
+        let key = Fixtures.id()
+        func change(_ kind: ChangeKind, _ causalLength: UInt64) -> LogChange {
+            LogChange(entity: "Tag", primaryKey: key, kind: kind, causalLength: causalLength, values: [:])
+        }
+        try MigrationTests.importTransaction(store, from: origin, sequence: 1, at: 10, [change(.insert, 1)])
+        #expect(try store.read("SELECT id FROM Tag") == [[key]])
+        try MigrationTests.importTransaction(store, from: origin, sequence: 2, at: 20, [change(.delete, 2)])
+        #expect(try store.read("SELECT id FROM Tag") == [])
+        try MigrationTests.importTransaction(store, from: origin, sequence: 3, at: 30, [change(.insert, 3)])
+        #expect(try store.read("SELECT id FROM Tag") == [[key]])
+        #expect(try Self.causalLength(store, key) == [[.integer(3)]])
+    }
+
     @Test("states whose rowid changed behind logsync's back move to _ls_row, with their clocks")
     func orphansRehomed() throws {
         let directory = try TemporaryDirectory("live")

@@ -64,7 +64,7 @@ struct MergeWriter {
         let count = info.columns.count
         var found = FoundRow()
         if !statement.isNull(at: 0) {
-            found.table = (statement.int64(at: 0), (1...count).map { statement.value(at: $0) })
+            found.table = (statement.int64(at: 0), (0..<count).map { statement.value(at: $0 + 1) })
         }
         let live = try RowStateCoding.decode(statement, at: count + 2, info: info, nodes: nodes)
         if live != nil { found.liveID = statement.int64(at: count + 1) }
